@@ -1,0 +1,73 @@
+"""compat-matrix's front door.
+
+    nox -s matrix                                   every matrix/*.toml: all cells, then the reports
+    COMPAT_MATRIX=path/to/file.toml nox -s matrix   just that file
+    nox -s "cell:<matrix>:transformers=5.x:torch=2.13.0"   one cell (what CI shards on); `nox -l` lists them
+    nox -s tests | lint | selfcheck
+
+Thin on purpose: the matrix files are read with compat_matrix.spec, each cell becomes a session that calls
+compat_matrix.envs.run_cell, and `matrix` hands the result files to the `compat-matrix report` command.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from compat_matrix import cells, envs, spec  # noqa: E402
+
+nox.options.default_venv_backend = "uv"
+nox.options.reuse_venv = "yes"
+nox.options.parallel = os.cpu_count() or 1  # cells run side by side; other sessions run alone
+os.environ.update(envs.uv_environment(os.environ))
+
+REPORTS = Path(os.environ.get("COMPAT_MATRIX_REPORTS", ROOT / "reports")).resolve()
+FILES = spec.matrix_files(os.environ.get("COMPAT_MATRIX"), ROOT / "matrix")
+# A bad file runs nothing: `matrix` still runs, and the report command says what is wrong (exit code 2).
+SPECS, PROBLEMS = spec.load_all(FILES)
+CELLS = [(matrix_spec, cell) for matrix_spec in SPECS for cell in cells.cells(matrix_spec)] if not PROBLEMS else []
+
+
+def cell_session(matrix_spec: spec.MatrixSpec, cell: cells.Cell) -> None:
+    def run(session: nox.Session) -> None:
+        python = Path(session.bin) / "python"
+        envs.run_cell(matrix_spec, cell, python, REPORTS, log=session.log)
+
+    def unavailable(session: nox.Session) -> None:
+        envs.write_unavailable(matrix_spec, cell, REPORTS)
+        session.log(f"{cell.id}: {envs.NO_INTERPRETER}: python {cell.python}")
+
+    if cell.python and not envs.python_available(cell.python):
+        return nox.session(name=cell.id, python=False, default=False, allow_parallel=True)(unavailable)
+    return nox.session(name=cell.id, python=cell.python, default=False, allow_parallel=True)(run)
+
+
+for matrix_spec, cell in CELLS:
+    cell_session(matrix_spec, cell)
+
+
+@nox.session(requires=[cell.id for _, cell in CELLS])
+def matrix(session: nox.Session) -> None:
+    """Run every cell of the matrix files, then write reports/<name>.md and .json."""
+    session.install(str(ROOT))
+    session.run("compat-matrix", "report", "--reports", str(REPORTS), *map(str, FILES), *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Unit tests and integration tests that build real cells."""
+    session.install("-e", f"{ROOT}[test]")
+    session.run("pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")

@@ -1,0 +1,76 @@
+"""Expand a MatrixSpec's axes into cells, and say what each cell installs and runs.
+
+Pure functions over value objects; standard library plus `packaging`, imported by the noxfile.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from compat_matrix.spec import PYTHON, MatrixSpec, axis_requirement
+
+CELLS_DIR = ".cells"  # inside the reports folder: one result file per cell, not committed
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
+
+
+@dataclass(frozen=True)
+class Cell:
+    matrix: str
+    axes: tuple[tuple[str, str], ...]  # (package or "python", requested value), in the file's axis order
+
+    @property
+    def requested(self) -> dict[str, str]:
+        return dict(self.axes)
+
+    @property
+    def python(self) -> str | None:
+        return self.requested.get(PYTHON)
+
+    @property
+    def id(self) -> str:
+        """Also the nox session name: `cell:<matrix>:<axis>=<value>:...`."""
+        return ":".join(["cell", self.matrix, *(f"{axis}={value}" for axis, value in self.axes)])
+
+    @property
+    def filename(self) -> str:
+        return _UNSAFE.sub("_", self.id.removeprefix("cell:")) + ".json"
+
+    @property
+    def pins(self) -> tuple[str, ...]:
+        return tuple(axis_requirement(axis, value) for axis, value in self.axes if axis != PYTHON)
+
+
+def cells(spec: MatrixSpec) -> list[Cell]:
+    """The product of the axes, in file order (first axis slowest)."""
+    names = [axis.package for axis in spec.axes]
+    return [
+        Cell(spec.name, tuple(zip(names, values, strict=True)))
+        for values in itertools.product(*(axis.values for axis in spec.axes))
+    ]
+
+
+def install_args(spec: MatrixSpec, cell: Cell) -> list[str]:
+    """What the installer gets: the cell's pins, then the matrix's requirements (names or local paths)."""
+    return [*cell.pins, *spec.requirements]
+
+
+def result_path(reports: Path, cell: Cell) -> Path:
+    return reports / CELLS_DIR / cell.matrix / cell.filename
+
+
+def runner_request(spec: MatrixSpec, cell: Cell) -> dict[str, Any]:
+    """The JSON the in-environment runner reads."""
+    return {
+        "matrix": spec.name,
+        "cell": cell.id,
+        "requested": cell.requested,
+        "packages": list(spec.packages),
+        "timeout": spec.timeout,
+        "subjects": [
+            {"target": s.target, "methods": list(s.methods), "factory": s.factory} for s in spec.subjects
+        ],
+    }

@@ -1,0 +1,123 @@
+"""A cell's environment: install its pins with uv, run the probe runner in it, always leave a result file.
+
+Called from the cell's nox session (uv backend), which has created the virtual environment. Standard library only.
+Whatever goes wrong here becomes a labelled CellResult, so one bad cell never stops the matrix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from compat_matrix.cells import Cell, install_args, result_path, runner_request
+from compat_matrix.results import CellResult, write_json_atomic
+from compat_matrix.spec import MatrixSpec
+
+INSTALL_FAILED = "install-failed"
+CRASHED = "crashed"
+TIMED_OUT = "timed-out"
+NO_INTERPRETER = "interpreter not found"
+REASON_LIMIT = 400
+# The in-environment modules need only the standard library, so the cell imports them from here, uninstalled.
+SOURCE = Path(__file__).resolve().parent.parent
+_DECORATION = " ×╰─▶│├╭╮╯┬┴┼|:-"
+
+
+def uv_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """Variables that point uv at the machine's local wheels, which uv does not learn from pip's settings.
+
+    pip's PIP_FIND_LINKS is whitespace-separated; uv's UV_FIND_LINKS is comma-separated. An explicit
+    UV_FIND_LINKS wins.
+    """
+    links = environ.get("PIP_FIND_LINKS", "").split()
+    if "UV_FIND_LINKS" in environ or not links:
+        return {}
+    return {"UV_FIND_LINKS": ",".join(links)}
+
+
+def installer_reason(output: str) -> str:
+    """The installer's complaint in one line: its message lines, decorations stripped, joined and cut."""
+    lines = [line.strip().strip(_DECORATION).strip() for line in output.splitlines()]
+    useful = [line for line in lines if line and not line.startswith(("Using ", "Resolved ", "Prepared "))]
+    text = " ".join(useful) or "installer failed without a message"
+    return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 1] + "…"
+
+
+def failed_result(spec: MatrixSpec, cell: Cell, status: str, reason: str) -> CellResult:
+    return CellResult(spec.name, cell.id, cell.requested, status=status, reason=reason)
+
+
+def run_cell(spec: MatrixSpec, cell: Cell, python: Path, reports: Path, log=print) -> CellResult:
+    """Install the cell's pins into the environment of `python`, run the probes, write and return the result."""
+    out = result_path(reports, cell)
+    start = time.monotonic()
+    deadline = start + spec.cell_timeout
+    result = _install(spec, cell, python, deadline, log) or _probe(spec, cell, python, out, deadline)
+    if result.seconds is None:
+        result = replace(result, seconds=round(time.monotonic() - start, 2))
+    if result.status != "ok" or not out.exists():
+        write_json_atomic(out, result.to_json())
+    log(f"{cell.id}: {result.status}" + (f" ({result.reason})" if result.reason else "") + f" -> {out}")
+    return result
+
+
+def _install(spec: MatrixSpec, cell: Cell, python: Path, deadline: float, log) -> CellResult | None:
+    uv = shutil.which("uv") or "uv"
+    command = [uv, "pip", "install", "--python", str(python), *install_args(spec, cell)]
+    log(" ".join(command))
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **uv_environment(os.environ)},
+            timeout=max(1.0, deadline - time.monotonic()),
+        )
+    except subprocess.TimeoutExpired:
+        return failed_result(spec, cell, TIMED_OUT, f"install exceeded the cell limit of {spec.cell_timeout:g}s")
+    log(done.stderr.strip())
+    if done.returncode != 0:
+        return failed_result(spec, cell, INSTALL_FAILED, installer_reason(done.stderr + done.stdout))
+    return None
+
+
+def _probe(spec: MatrixSpec, cell: Cell, python: Path, out: Path, deadline: float) -> CellResult:
+    request = out.with_suffix(".request.json")
+    write_json_atomic(request, runner_request(spec, cell))
+    out.unlink(missing_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(SOURCE), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    command = [str(python), "-m", "compat_matrix.runner", str(request), str(out)]
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, env=env, timeout=max(1.0, deadline - time.monotonic())
+        )
+    except subprocess.TimeoutExpired:
+        return failed_result(spec, cell, TIMED_OUT, f"probes exceeded the cell limit of {spec.cell_timeout:g}s")
+    sys.stderr.write(done.stderr[-4000:])
+    if done.returncode != 0 or not out.exists():
+        why = f"signal {-done.returncode}" if done.returncode < 0 else f"exit code {done.returncode}"
+        tail = installer_reason(done.stderr.strip().splitlines()[-1]) if done.stderr.strip() else ""
+        return failed_result(spec, cell, CRASHED, f"probe runner ended with {why}" + (f": {tail}" if tail else ""))
+    return CellResult.from_json(json.loads(out.read_text(encoding="utf-8")))
+
+
+def python_available(version: str) -> bool:
+    """Whether uv finds an interpreter for `version` on this machine, without downloading one."""
+    uv = shutil.which("uv") or "uv"
+    found = subprocess.run(
+        [uv, "python", "find", "--no-python-downloads", version], capture_output=True, text=True
+    )
+    return found.returncode == 0
+
+
+def write_unavailable(spec: MatrixSpec, cell: Cell, reports: Path) -> CellResult:
+    result = failed_result(spec, cell, NO_INTERPRETER, f"no Python {cell.python} on this machine")
+    write_json_atomic(result_path(reports, cell), result.to_json())
+    return result

@@ -1,0 +1,59 @@
+"""Tiny subject instances, built in code. Nothing is downloaded from a model hub, ever.
+
+Runs inside a cell's environment. A factory receives the class to build (either variant) and returns a small
+instance; the matrix file may name its own (`factory = "module:callable"`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+Factory = Callable[[type], Any]
+
+SEED = 0
+HIDDEN_SIZE = 32
+LAYERS = 2
+
+
+def tiny_causal_lm() -> Any:
+    """A 2-layer LlamaForCausalLM from a LlamaConfig made in code, same weights on every call."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(SEED)
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=HIDDEN_SIZE,
+        intermediate_size=64,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        attention_dropout=0.0,
+    )
+    return LlamaForCausalLM(config)
+
+
+def default_factory(cls: type) -> Any:
+    """Any class constructed like CharacterCausalLMWrapper: its own config class plus `model=` a tiny causal LM."""
+    import torch
+
+    config = cls.config_class()
+    model = tiny_causal_lm()
+    torch.manual_seed(SEED)  # the wrapper's own layers start from the same weights in both variants
+    return cls(config, model=model)
+
+
+def load_callable(ref: str) -> Callable[..., Any]:
+    """Resolve "package.module:attribute" to the object it names."""
+    module_name, _, attribute = ref.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def resolve_factory(ref: str | None) -> Factory:
+    return default_factory if ref is None else load_callable(ref)

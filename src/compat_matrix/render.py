@@ -1,0 +1,155 @@
+"""Render the report: markdown that pastes into a PR, and JSON for machines. Pure functions; no I/O here."""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from compat_matrix.collect import newest_first, varying_axes
+from compat_matrix.probes import registry
+from compat_matrix.results import SCHEMA, CellResult
+from compat_matrix.spec import Subject
+from compat_matrix.verdict import phrase
+
+COLUMNS = {"override": "with override", "base": "base implementation"}
+BASE_MEANING = (
+    "*with override*: the class as shipped. *base implementation*: the class as if the audited methods were "
+    "deleted from its source, so each resolves to the nearest class after it in its MRO that defines it."
+)
+
+
+@dataclass(frozen=True)
+class ReportMeta:
+    name: str
+    file: str  # the matrix file, as the reader should type it
+    command: str  # reproduces the run
+    subjects: tuple[Subject, ...]
+
+
+def escape(text: str) -> str:
+    """Make any text safe inside a markdown table cell: no `|`, newline, HTML or code span can break the row."""
+    text = html.escape(str(text), quote=False).replace("`", "&#96;").replace("|", "&#124;")
+    return "<br>".join(line.strip() for line in text.splitlines()) or " "
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def table(frame: pd.DataFrame) -> str:
+    safe = frame.map(escape)
+    safe.columns = [escape(c) if c else " " for c in frame.columns]
+    return safe.to_markdown(index=False, disable_numparse=True)
+
+
+def summary(group: pd.DataFrame, variant: str) -> str:
+    """`enable→True, disable→False`: the observations the probes mark as their summary, for one variant."""
+    parts = []
+    for probe in registry().values():
+        if probe.summary is None:
+            continue
+        label, name = probe.summary
+        rows = group[group["probe"] == probe.name]
+        errors = rows[rows["name"] == "error"][variant]
+        values = rows[rows["name"] == name][variant]
+        if errors.notna().any() and errors.iloc[0] is not None:
+            parts.append(f"{label}→error")
+        elif len(values):
+            parts.append(f"{label}→{fmt(values.iloc[0])}")
+    return ", ".join(parts)
+
+
+def main_table(frame: pd.DataFrame, verdicts: pd.DataFrame, target: str) -> str:
+    rows = []
+    for _, v in verdicts[verdicts["target"].isin([target, None])].iterrows():
+        group = frame[(frame["cell"] == v["cell"]) & (frame["target"] == v["target"])]
+        ran = v["verdict"] in ("same", "differs")
+        cells = {col: summary(group, variant) if ran else v["verdict"] for variant, col in COLUMNS.items()}
+        rows.append({"": v["label"], **cells, "verdict": phrase(v["verdict"], v["differs"], v["reason"])})
+    return table(pd.DataFrame(rows, columns=["", *COLUMNS.values(), "verdict"]))
+
+
+def details_table(frame: pd.DataFrame, target: str) -> tuple[str, int, int]:
+    observed = frame[(frame["target"] == target) & frame["probe"].notna()]
+    rows = [
+        {
+            "": r["label"], "probe": r["probe"], "observation": r["name"],
+            COLUMNS["override"]: fmt(r["override"]), COLUMNS["base"]: fmt(r["base"]),
+            "same": "yes" if r["same"] else "**no**",
+        }  # fmt: skip
+        for _, r in observed.iterrows()
+    ]
+    columns = ["", "probe", "observation", *COLUMNS.values(), "same"]
+    return table(pd.DataFrame(rows, columns=columns)), len(rows), sum(not r["same"] for _, r in observed.iterrows())
+
+
+def versions_table(results: list[CellResult]) -> str:
+    packages = list(dict.fromkeys(p for r in results for p in r.resolved))
+    axes = varying_axes(results)
+    rows = []
+    for r in newest_first(results, axes):
+        requested = ", ".join(f"{a} {v}" for a, v in r.requested.items())
+        rows.append(
+            {"requested": requested, "status": r.status, "seconds": fmt(r.seconds),
+             **{p: r.resolved.get(p, "—") for p in packages}}
+        )  # fmt: skip
+    return table(pd.DataFrame(rows, columns=["requested", "status", "seconds", *packages]))
+
+
+def markdown(frame: pd.DataFrame, verdicts: pd.DataFrame, results: list[CellResult], meta: ReportMeta) -> str:
+    out = [f"# compat-matrix: {meta.name}", ""]
+    for subject in meta.subjects:
+        methods = ", ".join(f"`{m}`" for m in subject.methods)
+        out += [f"`{subject.target}`, audited methods {methods}.", "", main_table(frame, verdicts, subject.target), ""]
+    out += [BASE_MEANING, "", "## Details", ""]
+    for subject in meta.subjects:
+        text, count, differing = details_table(frame, subject.target)
+        out += [
+            f"<details><summary><code>{html.escape(subject.target)}</code>: {count} observations, "
+            f"{differing} differ</summary>",
+            "",
+            text,
+            "",
+            "</details>",
+            "",
+        ]
+    out += ["## Versions", "", versions_table(results), "", "## Reproduce", "", "```sh", meta.command, "```", ""]
+    return "\n".join(out)
+
+
+def report_json(verdicts: pd.DataFrame, results: list[CellResult], meta: ReportMeta) -> dict[str, Any]:
+    """The contract other tools read: schema, matrix, cells (newest first) with their subjects' verdicts."""
+    decided = {(v["cell"], v["target"]): v for _, v in verdicts.iterrows()}
+    cells = []
+    for r in newest_first(results, varying_axes(results)):
+        by_target = {s.target: s for s in r.subjects}
+        subjects = []
+        for subject in meta.subjects:
+            v = decided.get((r.cell, subject.target)) or decided[(r.cell, None)]
+            ran = by_target.get(subject.target)
+            subjects.append(
+                {
+                    "target": subject.target,
+                    "methods": list(subject.methods),
+                    "verdict": v["verdict"],
+                    "reason": v["reason"],
+                    "differs": list(v["differs"]),
+                    "probes": list(ran.probes) if ran else [],
+                    "observations": [o.to_json() for o in ran.observations] if ran else [],
+                }
+            )
+        cells.append(
+            {
+                "cell": r.cell, "requested": r.requested, "resolved": r.resolved,
+                "status": r.status, "reason": r.reason, "seconds": r.seconds, "subjects": subjects,
+            }  # fmt: skip
+        )
+    return {"schema": SCHEMA, "matrix": meta.name, "file": meta.file, "command": meta.command, "cells": cells}

@@ -1,0 +1,152 @@
+"""Value objects that cross the boundary between a cell's environment and the host.
+
+Standard library only: this module is imported inside every cell's environment. The JSON on disk is exactly
+`to_json()`; `from_json` is its inverse and rejects what it does not recognise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA = 1
+OK = "ok"
+
+
+class ResultFileError(ValueError):
+    """A cell result file that is missing, truncated, from another schema or not ours."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One named value a probe observed, for both variants of a subject."""
+
+    probe: str
+    name: str
+    override: Any
+    base: Any
+
+    @property
+    def same(self) -> bool:
+        return self.override == self.base
+
+    def to_json(self) -> dict[str, Any]:
+        return {"probe": self.probe, "name": self.name, "override": self.override, "base": self.base}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Observation:
+        return cls(data["probe"], data["name"], data["override"], data["base"])
+
+
+@dataclass(frozen=True)
+class SubjectResult:
+    """What the probes saw for one subject class in one cell.
+
+    `status` is "ok" when the probes ran; otherwise a failure kind such as "import-failed" or "factory-failed",
+    with `reason` saying why.
+    """
+
+    target: str
+    methods: tuple[str, ...]
+    status: str = OK
+    reason: str | None = None
+    observations: tuple[Observation, ...] = ()
+    # Per probe, the audited methods it exercised; lets the report say which overrides are covered.
+    probes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "methods": list(self.methods),
+            "status": self.status,
+            "reason": self.reason,
+            "probes": list(self.probes),
+            "observations": [o.to_json() for o in self.observations],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SubjectResult:
+        return cls(
+            target=data["target"],
+            methods=tuple(data["methods"]),
+            status=data["status"],
+            reason=data["reason"],
+            probes=tuple(data.get("probes", ())),
+            observations=tuple(Observation.from_json(o) for o in data["observations"]),
+        )
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """Everything one cell produced: what was asked, what got installed, and the subjects' observations."""
+
+    matrix: str
+    cell: str
+    requested: dict[str, str]
+    resolved: dict[str, str] = field(default_factory=dict)
+    status: str = OK
+    reason: str | None = None
+    subjects: tuple[SubjectResult, ...] = ()
+    seconds: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "matrix": self.matrix,
+            "cell": self.cell,
+            "requested": dict(self.requested),
+            "resolved": dict(self.resolved),
+            "status": self.status,
+            "reason": self.reason,
+            "seconds": self.seconds,
+            "subjects": [s.to_json() for s in self.subjects],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CellResult:
+        return cls(
+            matrix=data["matrix"],
+            cell=data["cell"],
+            requested=dict(data["requested"]),
+            resolved=dict(data["resolved"]),
+            status=data["status"],
+            reason=data["reason"],
+            seconds=data.get("seconds"),
+            subjects=tuple(SubjectResult.from_json(s) for s in data["subjects"]),
+        )
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so that readers see the old file or the whole new one, never half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, sort_keys=False)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_cell_result(path: Path) -> CellResult:
+    """Load one cell result file, or raise ResultFileError naming the file and what is wrong with it."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ResultFileError(f"{path}: no such result file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ResultFileError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or "schema" not in data:
+        raise ResultFileError(f"{path}: not a compat-matrix cell result (no 'schema' key)")
+    if data["schema"] != SCHEMA:
+        raise ResultFileError(f"{path}: schema {data['schema']!r}, expected {SCHEMA}")
+    try:
+        return CellResult.from_json(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ResultFileError(f"{path}: malformed cell result ({type(exc).__name__}: {exc})") from None

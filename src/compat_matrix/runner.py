@@ -1,0 +1,127 @@
+"""The in-environment side: one process per cell runs every probe on both variants of every subject.
+
+    python -m compat_matrix.runner REQUEST.json RESULT.json
+
+Imports torch and transformers once, then for each subject builds both variant classes and calls each probe
+that exercises one of its audited methods, once per variant, on a fresh instance. An exception or a warning
+inside a probe is an observation, not a failure of the cell. Writes the cell result atomically.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from compat_matrix.factory import load_callable, resolve_factory
+from compat_matrix.probes import Probe, Values, probes_for
+from compat_matrix.results import CellResult, Observation, SubjectResult, write_json_atomic
+from compat_matrix.variants import BASE, OVERRIDE, VariantError, variant_classes
+
+MESSAGE_LIMIT = 300
+
+
+def one_line(text: str) -> str:
+    """The first non-empty line of `text`, cut to a length that fits in a table cell."""
+    line = next((s.strip() for s in str(text).splitlines() if s.strip()), "")
+    return line if len(line) <= MESSAGE_LIMIT else line[: MESSAGE_LIMIT - 1] + "…"
+
+
+def describe_exception(exc: BaseException) -> str:
+    message = one_line(str(exc))
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def call_probe(probe: Probe, build: Callable[[], Any]) -> Values:
+    """Run one probe on one variant; exceptions and warnings become observations."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            values = dict(probe.func(build))
+        except Exception as exc:
+            values = {"error": describe_exception(exc)}
+    texts = sorted({f"{w.category.__name__}: {one_line(str(w.message))}" for w in caught})
+    if texts:
+        values["warnings"] = texts
+    return values
+
+
+def pair(probe: str, values: dict[str, Values]) -> list[Observation]:
+    """Observations of both variants, matched by name; a name one variant lacks reads None there."""
+    names = list(dict.fromkeys([*values[OVERRIDE], *values[BASE]]))
+    return [Observation(probe, name, values[OVERRIDE].get(name), values[BASE].get(name)) for name in names]
+
+
+def run_subject(target: str, methods: tuple[str, ...], factory_ref: str | None) -> SubjectResult:
+    failed = SubjectResult(target=target, methods=methods)
+    try:
+        cls = load_callable(target)
+        factory = resolve_factory(factory_ref)
+    except Exception as exc:
+        return replace(failed, status="import-failed", reason=describe_exception(exc))
+    try:
+        variants = variant_classes(cls, methods)
+    except VariantError as exc:
+        return replace(failed, status="bad-subject", reason=str(exc))
+    probes = probes_for(methods)
+    observations: list[Observation] = []
+    for probe in probes:
+        values = {
+            variant: call_probe(probe, lambda klass=klass: factory(klass)) for variant, klass in variants.items()
+        }
+        observations += pair(probe.name, values)
+    return SubjectResult(
+        target=target,
+        methods=methods,
+        probes=tuple(p.name for p in probes),
+        observations=tuple(observations),
+    )
+
+
+def installed_versions(packages: list[str]) -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in packages:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def run(request: dict[str, Any]) -> CellResult:
+    start = time.monotonic()
+    import torch  # noqa: F401  paid once per cell, before any subject
+    import transformers  # noqa: F401
+
+    subjects = tuple(
+        run_subject(s["target"], tuple(s["methods"]), s.get("factory")) for s in request["subjects"]
+    )
+    return CellResult(
+        matrix=request["matrix"],
+        cell=request["cell"],
+        requested=request["requested"],
+        resolved=installed_versions(request["packages"]),
+        subjects=subjects,
+        seconds=round(time.monotonic() - start, 2),
+    )
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m compat_matrix.runner REQUEST.json RESULT.json", file=sys.stderr)
+        return 2
+    request = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    result = run(request)
+    write_json_atomic(Path(argv[1]), result.to_json())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,253 @@
+"""Matrix files: parse, validate, and turn into a MatrixSpec.
+
+Standard library plus `packaging` only, so the noxfile can import it from nox's own interpreter. Every problem in
+a file is collected and reported together, each naming the file, the key and the bad value.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+PYTHON = "python"
+DEFAULT_TIMEOUT = 300.0  # seconds per probe call
+DEFAULT_CELL_TIMEOUT = 1800.0  # seconds for a whole cell: install and probes
+_SERIES = re.compile(r"^(\d+(?:\.\d+)*)\.x$")
+_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+_KNOWN = {
+    "matrix": {"name", "requirements", "timeout", "cell_timeout", "description"},
+    "subjects": {"target", "methods", "factory"},
+}
+
+
+class MatrixError(ValueError):
+    """A matrix file that cannot be used; `problems` holds one line per problem."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class Subject:
+    target: str  # "module:Class"
+    methods: tuple[str, ...]
+    factory: str | None = None  # "module:callable"; None means the default factory
+
+
+@dataclass(frozen=True)
+class Axis:
+    package: str  # a distribution name, or "python" for the interpreter
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MatrixSpec:
+    path: Path
+    name: str
+    requirements: tuple[str, ...]  # PEP 508 requirements, or absolute paths of local projects
+    axes: tuple[Axis, ...]
+    subjects: tuple[Subject, ...]
+    timeout: float = DEFAULT_TIMEOUT
+    cell_timeout: float = DEFAULT_CELL_TIMEOUT
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        """The distributions whose installed versions the report records: every axis package and named requirement."""
+        named = [Requirement(r).name for r in self.requirements if not is_local(r)]
+        axes = [a.package for a in self.axes if a.package != PYTHON]
+        return tuple(dict.fromkeys([*axes, *named, "torch", "transformers"]))
+
+
+def is_local(requirement: str) -> bool:
+    return requirement.startswith(("./", "../", "/", "~"))
+
+
+def axis_requirement(package: str, value: str) -> str:
+    """The installer requirement for one axis value: exact, X.Y.x (newest X.Y), X.x, latest, or a specifier."""
+    value = value.strip()
+    if value == "latest":
+        return package
+    series = _SERIES.match(value)
+    if series:
+        return f"{package}=={series.group(1)}.*"
+    try:
+        return f"{package}=={Version(value)}"
+    except InvalidVersion:
+        pass
+    try:
+        return f"{package}{SpecifierSet(value)}"
+    except InvalidSpecifier:
+        raise ValueError(f"not a version, X.Y.x, X.x, 'latest' or PEP 440 specifier: {value!r}") from None
+
+
+def load(path: Path) -> MatrixSpec:
+    """Read and validate one matrix file; raise MatrixError listing every problem."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise MatrixError([f"{path}: no such matrix file"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise MatrixError([f"{path}: invalid TOML: {exc}"]) from None
+    return parse(data, path)
+
+
+def parse(data: dict[str, Any], path: Path) -> MatrixSpec:
+    problems: list[str] = []
+
+    def problem(key: str, value: Any, why: str) -> None:
+        problems.append(f"{path}: {key} = {value!r}: {why}")
+
+    for key in data.keys() - {"matrix", "axes", "subjects"}:
+        problem(key, data[key], "unknown key (expected [matrix], [axes], [[subjects]])")
+
+    matrix = _table(data, "matrix", problem)
+    for key in matrix.keys() - _KNOWN["matrix"]:
+        problem(f"matrix.{key}", matrix[key], "unknown key")
+    name = matrix.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        problem("matrix.name", name, "required; letters, digits, '.', '_' or '-'")
+    requirements = _requirements(matrix.get("requirements", []), path, problem)
+    timeout = _seconds(matrix, "timeout", DEFAULT_TIMEOUT, problem)
+    cell_timeout = _seconds(matrix, "cell_timeout", DEFAULT_CELL_TIMEOUT, problem)
+    axes = _axes(_table(data, "axes", problem), problem)
+    subjects = _subjects(data.get("subjects"), problem)
+
+    if problems:
+        raise MatrixError(problems)
+    return MatrixSpec(path, name, requirements, axes, subjects, timeout, cell_timeout)
+
+
+def _table(data: dict[str, Any], key: str, problem) -> dict[str, Any]:
+    table = data.get(key)
+    if not isinstance(table, dict):
+        problem(key, table, f"required table [{key}]")
+        return {}
+    return table
+
+
+def _seconds(table: dict[str, Any], key: str, default: float, problem) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        problem(f"matrix.{key}", value, "a positive number of seconds")
+        return default
+    return float(value)
+
+
+def _requirements(values: Any, path: Path, problem) -> tuple[str, ...]:
+    if not isinstance(values, list):
+        problem("matrix.requirements", values, "a list of strings")
+        return ()
+    out: list[str] = []
+    for index, value in enumerate(values):
+        key = f"matrix.requirements[{index}]"
+        if not isinstance(value, str) or not value.strip():
+            problem(key, value, "a PEP 508 requirement or a local path")
+        elif value.lstrip().startswith("-"):
+            problem(key, value, "installer options are not allowed; a PEP 508 requirement or a local path")
+        elif is_local(value):
+            local = (path.parent / value).expanduser().resolve()
+            if not local.exists():
+                problem(key, value, f"local path does not exist: {local}")
+            out.append(str(local))
+        elif "://" in value:
+            problem(key, value, "URLs are not allowed; a PEP 508 requirement or a local path")
+        else:
+            try:
+                requirement = Requirement(value)
+            except InvalidRequirement as exc:
+                problem(key, value, f"not a PEP 508 requirement ({exc})")
+                continue
+            if requirement.url:
+                problem(key, value, "URLs are not allowed; a PEP 508 requirement or a local path")
+            out.append(str(requirement))
+    return tuple(out)
+
+
+def _axes(table: dict[str, Any], problem) -> tuple[Axis, ...]:
+    axes: list[Axis] = []
+    if not table:
+        problem("axes", table, "at least one axis, e.g. transformers = [\"5.x\"]")
+    for package, values in table.items():
+        key = f"axes.{package}"
+        if package != PYTHON and not _NAME.match(package):
+            problem(key, values, "not a package name")
+            continue
+        if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+            problem(key, values, "a non-empty list of version strings")
+            continue
+        for value in values:
+            try:
+                if package == PYTHON:
+                    Version(value)
+                else:
+                    axis_requirement(package, value)
+            except (ValueError, InvalidVersion) as exc:
+                problem(key, value, str(exc))
+        if len(set(values)) != len(values):
+            problem(key, values, "duplicate values")
+        axes.append(Axis(PYTHON if package == PYTHON else canonicalize_name(package), tuple(values)))
+    return tuple(axes)
+
+
+def _subjects(values: Any, problem) -> tuple[Subject, ...]:
+    if not isinstance(values, list) or not values:
+        problem("subjects", values, "at least one [[subjects]] table")
+        return ()
+    subjects: list[Subject] = []
+    for index, table in enumerate(values):
+        key = f"subjects[{index}]"
+        for extra in table.keys() - _KNOWN["subjects"]:
+            problem(f"{key}.{extra}", table[extra], "unknown key")
+        target = table.get("target")
+        if not isinstance(target, str) or not _TARGET.match(target):
+            problem(f"{key}.target", target, "required, as 'module:Class'")
+        methods = table.get("methods")
+        if not isinstance(methods, list) or not methods or not all(
+            isinstance(m, str) and m.isidentifier() for m in methods
+        ):
+            problem(f"{key}.methods", methods, "a non-empty list of method names")
+            methods = []
+        factory = table.get("factory")
+        if factory is not None and (not isinstance(factory, str) or not _TARGET.match(factory)):
+            problem(f"{key}.factory", factory, "as 'module:callable'")
+        subjects.append(Subject(str(target), tuple(methods), factory))
+    return tuple(subjects)
+
+
+def matrix_files(selected: str | None, default_dir: Path) -> list[Path]:
+    """The files named by COMPAT_MATRIX (several separated by the path separator), else every *.toml in matrix/."""
+    if selected:
+        return [Path(p).resolve() for p in selected.split(os.pathsep) if p]
+    return sorted(Path(default_dir).glob("*.toml"))
+
+
+def load_all(paths: list[Path]) -> tuple[list[MatrixSpec], list[str]]:
+    """The specs that loaded, and every problem of those that did not, including two files with one name."""
+    specs: list[MatrixSpec] = []
+    problems: list[str] = []
+    for path in paths:
+        try:
+            specs.append(load(path))
+        except MatrixError as exc:
+            problems += exc.problems
+    names: dict[str, Path] = {}
+    for matrix in specs:
+        if matrix.name in names:
+            problems.append(f"{matrix.path}: matrix.name = {matrix.name!r}: also the name of {names[matrix.name]}")
+        names.setdefault(matrix.name, matrix.path)
+    if not paths:
+        problems.append("no matrix files: add matrix/*.toml or set COMPAT_MATRIX=path/to/file.toml")
+    return specs, problems
