@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compat_matrix.spec import PYTHON, MatrixSpec, axis_requirement
+import tomllib
+
+from compat_matrix.spec import PYTHON, MatrixSpec, axis_requirement, is_local
 
 CELLS_DIR = ".cells"  # inside the reports folder: one result file per cell, not committed
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
@@ -54,8 +56,21 @@ def cells(spec: MatrixSpec) -> list[Cell]:
 
 
 def install_args(spec: MatrixSpec, cell: Cell) -> list[str]:
-    """What the installer gets: the cell's pins, then the matrix's requirements (names or local paths)."""
-    return [*cell.pins, *spec.requirements]
+    """What the installer gets: the cell's pins, then the matrix's requirements (names or local paths).
+
+    A local project is rebuilt on every run, so an edit to its code is what the probes see; uv would otherwise
+    keep the copy it installed before.
+    """
+    local = [name for r in spec.requirements if is_local(r) and (name := project_name(Path(r)))]
+    return [*cell.pins, *spec.requirements, *(f"--reinstall-package={name}" for name in local)]
+
+
+def project_name(path: Path) -> str | None:
+    """The distribution name a local project declares in its pyproject.toml, if it does."""
+    try:
+        return tomllib.loads((path / "pyproject.toml").read_text(encoding="utf-8"))["project"]["name"]
+    except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError):
+        return None
 
 
 def result_path(reports: Path, cell: Cell) -> Path:
@@ -70,7 +85,5 @@ def runner_request(spec: MatrixSpec, cell: Cell) -> dict[str, Any]:
         "requested": cell.requested,
         "packages": list(spec.packages),
         "timeout": spec.timeout,
-        "subjects": [
-            {"target": s.target, "methods": list(s.methods), "factory": s.factory} for s in spec.subjects
-        ],
+        "subjects": [{"target": s.target, "methods": list(s.methods), "factory": s.factory} for s in spec.subjects],
     }

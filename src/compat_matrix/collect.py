@@ -18,9 +18,20 @@ from compat_matrix.spec import MatrixSpec
 NOT_RUN = "not run"
 DAMAGED = "damaged result"
 COLUMNS = [
-    "cell", "label", "rank", "cell_status", "cell_reason", "target", "subject_status", "subject_reason",
-    "probe", "name", "override", "base", "same",
-]  # fmt: skip
+    "cell",
+    "label",
+    "rank",
+    "cell_status",
+    "cell_reason",
+    "target",
+    "subject_status",
+    "subject_reason",
+    "probe",
+    "name",
+    "override",
+    "base",
+    "same",
+]
 
 
 def load_results(spec: MatrixSpec, cells: list[Cell], reports: Path) -> list[CellResult]:
@@ -61,6 +72,7 @@ def _version_key(text: str | None) -> tuple[int, Version]:
 
 def newest_first(results: list[CellResult], axes: list[str]) -> list[CellResult]:
     """Rows ordered by version, newest first, along the naming axes in order; ties keep cell order."""
+
     def key(r: CellResult) -> tuple:
         return tuple(_version_key(r.resolved.get(a) or r.requested.get(a)) for a in axes)
 
@@ -72,20 +84,32 @@ def collect(results: list[CellResult]) -> pd.DataFrame:
     rows = []
     for rank, result in enumerate(newest_first(results, axes)):
         cell = {
-            "cell": result.cell, "label": label(result, axes), "rank": rank,
-            "cell_status": result.status, "cell_reason": result.reason,
-        }  # fmt: skip
+            "cell": result.cell,
+            "label": label(result, axes),
+            "rank": rank,
+            "cell_status": result.status,
+            "cell_reason": result.reason,
+        }
         if not result.subjects:
             rows.append({**cell, "target": None})
         for subject in result.subjects:
             head = {
-                **cell, "target": subject.target,
-                "subject_status": subject.status, "subject_reason": subject.reason,
-            }  # fmt: skip
+                **cell,
+                "target": subject.target,
+                "subject_status": subject.status,
+                "subject_reason": subject.reason,
+            }
             if not subject.observations:
                 rows.append(head)
             rows += [
-                {**head, "probe": o.probe, "name": o.name, "override": o.override, "base": o.base, "same": o.same}
+                {
+                    **head,
+                    "probe": o.probe,
+                    "name": o.name,
+                    "override": o.override,
+                    "base": o.base,
+                    "same": o.same,
+                }
                 for o in subject.observations
             ]
     return pd.DataFrame(rows, columns=COLUMNS).astype(object).where(lambda f: f.notna(), None)

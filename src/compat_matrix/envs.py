@@ -111,9 +111,7 @@ def _probe(spec: MatrixSpec, cell: Cell, python: Path, out: Path, deadline: floa
 def python_available(version: str) -> bool:
     """Whether uv finds an interpreter for `version` on this machine, without downloading one."""
     uv = shutil.which("uv") or "uv"
-    found = subprocess.run(
-        [uv, "python", "find", "--no-python-downloads", version], capture_output=True, text=True
-    )
+    found = subprocess.run([uv, "python", "find", "--no-python-downloads", version], capture_output=True, text=True)
     return found.returncode == 0
 
 

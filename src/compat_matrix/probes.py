@@ -26,7 +26,11 @@ DISABLE = "gradient_checkpointing_disable"
 # Differ from every transformers version's defaults ({"use_reentrant": True} up to 4.x, {"use_reentrant": False}
 # in 5.x) and from torch's own (preserve_rng_state=True, determinism_check="default"), so an override that drops
 # or rewrites them is seen on every version.
-PROBE_KWARGS: dict[str, Any] = {"use_reentrant": False, "preserve_rng_state": False, "determinism_check": "none"}
+PROBE_KWARGS: dict[str, Any] = {
+    "use_reentrant": False,
+    "preserve_rng_state": False,
+    "determinism_check": "none",
+}
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,7 @@ def checkpointable_layers(instance: Any) -> list[Any]:
     try:
         from transformers.modeling_layers import GradientCheckpointingLayer
     except ImportError:  # transformers older than the layer class: any submodule that carries the flag
-        GradientCheckpointingLayer = None  # noqa: N806
+        GradientCheckpointingLayer = None
     return [
         module
         for module in instance.modules()

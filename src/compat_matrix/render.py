@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,11 +36,14 @@ def escape(text: str) -> str:
 
 
 def fmt(value: Any) -> str:
+    """An observed value as a reader expects it: `True`, `2/2`, `use_reentrant=False, ...`, `a; b`."""
     if value is None:
         return "—"
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={fmt(v)}" for k, v in sorted(value.items())) or "{}"
+    if isinstance(value, list):
+        return "; ".join(fmt(v) for v in value) or "(none)"
+    return str(value)
 
 
 def table(frame: pd.DataFrame) -> str:
@@ -81,14 +83,21 @@ def details_table(frame: pd.DataFrame, target: str) -> tuple[str, int, int]:
     observed = frame[(frame["target"] == target) & frame["probe"].notna()]
     rows = [
         {
-            "": r["label"], "probe": r["probe"], "observation": r["name"],
-            COLUMNS["override"]: fmt(r["override"]), COLUMNS["base"]: fmt(r["base"]),
+            "": r["label"],
+            "probe": r["probe"],
+            "observation": r["name"],
+            COLUMNS["override"]: fmt(r["override"]),
+            COLUMNS["base"]: fmt(r["base"]),
             "same": "yes" if r["same"] else "**no**",
-        }  # fmt: skip
+        }
         for _, r in observed.iterrows()
     ]
     columns = ["", "probe", "observation", *COLUMNS.values(), "same"]
-    return table(pd.DataFrame(rows, columns=columns)), len(rows), sum(not r["same"] for _, r in observed.iterrows())
+    return (
+        table(pd.DataFrame(rows, columns=columns)),
+        len(rows),
+        sum(not r["same"] for _, r in observed.iterrows()),
+    )
 
 
 def versions_table(results: list[CellResult]) -> str:
@@ -98,9 +107,13 @@ def versions_table(results: list[CellResult]) -> str:
     for r in newest_first(results, axes):
         requested = ", ".join(f"{a} {v}" for a, v in r.requested.items())
         rows.append(
-            {"requested": requested, "status": r.status, "seconds": fmt(r.seconds),
-             **{p: r.resolved.get(p, "—") for p in packages}}
-        )  # fmt: skip
+            {
+                "requested": requested,
+                "status": r.status,
+                "seconds": fmt(r.seconds),
+                **{p: r.resolved.get(p, "—") for p in packages},
+            }
+        )
     return table(pd.DataFrame(rows, columns=["requested", "status", "seconds", *packages]))
 
 
@@ -108,7 +121,12 @@ def markdown(frame: pd.DataFrame, verdicts: pd.DataFrame, results: list[CellResu
     out = [f"# compat-matrix: {meta.name}", ""]
     for subject in meta.subjects:
         methods = ", ".join(f"`{m}`" for m in subject.methods)
-        out += [f"`{subject.target}`, audited methods {methods}.", "", main_table(frame, verdicts, subject.target), ""]
+        out += [
+            f"`{subject.target}`, audited methods {methods}.",
+            "",
+            main_table(frame, verdicts, subject.target),
+            "",
+        ]
     out += [BASE_MEANING, "", "## Details", ""]
     for subject in meta.subjects:
         text, count, differing = details_table(frame, subject.target)
@@ -121,19 +139,30 @@ def markdown(frame: pd.DataFrame, verdicts: pd.DataFrame, results: list[CellResu
             "</details>",
             "",
         ]
-    out += ["## Versions", "", versions_table(results), "", "## Reproduce", "", "```sh", meta.command, "```", ""]
+    out += [
+        "## Versions",
+        "",
+        versions_table(results),
+        "",
+        "## Reproduce",
+        "",
+        "```sh",
+        meta.command,
+        "```",
+        "",
+    ]
     return "\n".join(out)
 
 
 def report_json(verdicts: pd.DataFrame, results: list[CellResult], meta: ReportMeta) -> dict[str, Any]:
     """The contract other tools read: schema, matrix, cells (newest first) with their subjects' verdicts."""
-    decided = {(v["cell"], v["target"]): v for _, v in verdicts.iterrows()}
+    decided = {(v["cell"], v["target"]): v for v in verdicts.to_dict("records")}
     cells = []
     for r in newest_first(results, varying_axes(results)):
         by_target = {s.target: s for s in r.subjects}
         subjects = []
         for subject in meta.subjects:
-            v = decided.get((r.cell, subject.target)) or decided[(r.cell, None)]
+            v = decided.get((r.cell, subject.target), decided.get((r.cell, None)))
             ran = by_target.get(subject.target)
             subjects.append(
                 {
@@ -148,8 +177,13 @@ def report_json(verdicts: pd.DataFrame, results: list[CellResult], meta: ReportM
             )
         cells.append(
             {
-                "cell": r.cell, "requested": r.requested, "resolved": r.resolved,
-                "status": r.status, "reason": r.reason, "seconds": r.seconds, "subjects": subjects,
-            }  # fmt: skip
+                "cell": r.cell,
+                "requested": r.requested,
+                "resolved": r.resolved,
+                "status": r.status,
+                "reason": r.reason,
+                "seconds": r.seconds,
+                "subjects": subjects,
+            }
         )
     return {"schema": SCHEMA, "matrix": meta.name, "file": meta.file, "command": meta.command, "cells": cells}

@@ -73,9 +73,7 @@ def run_subject(target: str, methods: tuple[str, ...], factory_ref: str | None) 
     probes = probes_for(methods)
     observations: list[Observation] = []
     for probe in probes:
-        values = {
-            variant: call_probe(probe, lambda klass=klass: factory(klass)) for variant, klass in variants.items()
-        }
+        values = {variant: call_probe(probe, lambda klass=klass: factory(klass)) for variant, klass in variants.items()}
         observations += pair(probe.name, values)
     return SubjectResult(
         target=target,
@@ -100,9 +98,7 @@ def run(request: dict[str, Any]) -> CellResult:
     import torch  # noqa: F401  paid once per cell, before any subject
     import transformers  # noqa: F401
 
-    subjects = tuple(
-        run_subject(s["target"], tuple(s["methods"]), s.get("factory")) for s in request["subjects"]
-    )
+    subjects = tuple(run_subject(s["target"], tuple(s["methods"]), s.get("factory")) for s in request["subjects"])
     return CellResult(
         matrix=request["matrix"],
         cell=request["cell"],

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import tomllib
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
@@ -179,7 +179,7 @@ def _requirements(values: Any, path: Path, problem) -> tuple[str, ...]:
 def _axes(table: dict[str, Any], problem) -> tuple[Axis, ...]:
     axes: list[Axis] = []
     if not table:
-        problem("axes", table, "at least one axis, e.g. transformers = [\"5.x\"]")
+        problem("axes", table, 'at least one axis, e.g. transformers = ["5.x"]')
     for package, values in table.items():
         key = f"axes.{package}"
         if package != PYTHON and not _NAME.match(package):
@@ -215,8 +215,10 @@ def _subjects(values: Any, problem) -> tuple[Subject, ...]:
         if not isinstance(target, str) or not _TARGET.match(target):
             problem(f"{key}.target", target, "required, as 'module:Class'")
         methods = table.get("methods")
-        if not isinstance(methods, list) or not methods or not all(
-            isinstance(m, str) and m.isidentifier() for m in methods
+        if (
+            not isinstance(methods, list)
+            or not methods
+            or not all(isinstance(m, str) and m.isidentifier() for m in methods)
         ):
             problem(f"{key}.methods", methods, "a non-empty list of method names")
             methods = []

@@ -42,9 +42,7 @@ def base_variant(cls: type, methods: tuple[str, ...]) -> type:
             raise VariantError(f"{cls.__qualname__} does not define {name!r} itself; nothing to delete")
         if defining_class(cls, name, after=cls) is None:
             raise VariantError(f"no base class of {cls.__qualname__} defines {name!r}; deleting it leaves nothing")
-    namespace = {
-        key: value for key, value in vars(cls).items() if key not in methods and key not in _TYPE_MANAGED
-    }
+    namespace = {key: value for key, value in vars(cls).items() if key not in methods and key not in _TYPE_MANAGED}
     rebuilt = _rebuild(cls, namespace)
     for key, value in namespace.items():
         rebound = _rebind_class_cell(value, cls, rebuilt)

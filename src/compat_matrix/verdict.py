@@ -19,7 +19,11 @@ def verdicts(frame: pd.DataFrame) -> pd.DataFrame:
     for (rank, cell, target), group in frame.groupby(["rank", "cell", "target"], sort=True, dropna=False):
         first = group.iloc[0]
         observed = group[group["probe"].notna()]
-        differs = [f"{p}.{n}" for p, n, same in zip(observed["probe"], observed["name"], observed["same"]) if not same]
+        differs = [
+            f"{p}.{n}"
+            for p, n, same in zip(observed["probe"], observed["name"], observed["same"], strict=True)
+            if not same
+        ]
         if first["cell_status"] != OK:
             verdict, reason = first["cell_status"], first["cell_reason"]
         elif first["subject_status"] != OK:
@@ -27,9 +31,16 @@ def verdicts(frame: pd.DataFrame) -> pd.DataFrame:
         else:
             verdict, reason = (DIFFERS if differs else SAME), None
         rows.append(
-            {"rank": rank, "cell": cell, "label": first["label"], "target": target if isinstance(target, str) else None,
-             "verdict": verdict, "reason": reason, "differs": differs}
-        )  # fmt: skip
+            {
+                "rank": rank,
+                "cell": cell,
+                "label": first["label"],
+                "target": target if isinstance(target, str) else None,
+                "verdict": verdict,
+                "reason": reason,
+                "differs": differs,
+            }
+        )
     return pd.DataFrame(rows, columns=["rank", "cell", "label", "target", "verdict", "reason", "differs"])
 
 
