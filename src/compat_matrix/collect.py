@@ -112,4 +112,5 @@ def collect(results: list[CellResult]) -> pd.DataFrame:
                 }
                 for o in subject.observations
             ]
-    return pd.DataFrame(rows, columns=COLUMNS).astype(object).where(lambda f: f.notna(), None)
+    frame = pd.DataFrame(rows, columns=COLUMNS, dtype=object)
+    return frame.where(frame.notna(), None)

@@ -71,7 +71,7 @@ def summary(group: pd.DataFrame, variant: str) -> str:
 
 def main_table(frame: pd.DataFrame, verdicts: pd.DataFrame, target: str) -> str:
     rows = []
-    for _, v in verdicts[verdicts["target"].isin([target, None])].iterrows():
+    for _, v in verdicts[(verdicts["target"] == target) | verdicts["target"].isna()].iterrows():
         group = frame[(frame["cell"] == v["cell"]) & (frame["target"] == v["target"])]
         ran = v["verdict"] in ("same", "differs")
         cells = {col: summary(group, variant) if ran else v["verdict"] for variant, col in COLUMNS.items()}

@@ -77,6 +77,8 @@ def is_local(requirement: str) -> bool:
 def axis_requirement(package: str, value: str) -> str:
     """The installer requirement for one axis value: exact, X.Y.x (newest X.Y), X.x, latest, or a specifier."""
     value = value.strip()
+    if not value:
+        raise ValueError(f"not a version, X.Y.x, X.x, 'latest' or PEP 440 specifier: {value!r}")
     if value == "latest":
         return package
     series = _SERIES.match(value)

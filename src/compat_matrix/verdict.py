@@ -41,7 +41,8 @@ def verdicts(frame: pd.DataFrame) -> pd.DataFrame:
                 "differs": differs,
             }
         )
-    return pd.DataFrame(rows, columns=["rank", "cell", "label", "target", "verdict", "reason", "differs"])
+    columns = ["rank", "cell", "label", "target", "verdict", "reason", "differs"]
+    return pd.DataFrame(rows, columns=columns, dtype=object)
 
 
 def phrase(verdict: str, differs: list[str], reason: str | None) -> str:

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BROKEN = ROOT / "tests" / "broken_overrides"
+
+
+def catches() -> dict[str, tuple[str, str]]:
+    """broken_overrides.CATCHES, read from its source: importing it would need torch on the host."""
+    tree = ast.parse((BROKEN / "src" / "broken_overrides" / "__init__.py").read_text())
+    node = next(n for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CATCHES")
+    return ast.literal_eval(node.value)
+
+
+def run_matrix(matrix: Path, reports: Path) -> tuple[subprocess.CompletedProcess, dict]:
+    """`COMPAT_MATRIX=matrix nox -s matrix`, reports into `reports`; returns the process and the report JSON."""
+    env = {**os.environ, "COMPAT_MATRIX": str(matrix), "COMPAT_MATRIX_REPORTS": str(reports)}
+    done = subprocess.run(
+        [sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "-s", "matrix"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    name = next(line.split('"')[1] for line in matrix.read_text().splitlines() if line.startswith("name"))
+    report = reports / f"{name}.json"
+    assert report.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    return done, json.loads(report.read_text())

@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from compat_matrix.cells import cells, install_args, result_path, runner_request
+from compat_matrix.envs import installer_reason, uv_environment
+from compat_matrix.spec import Axis, MatrixSpec, Subject
+
+
+def spec(*axes: Axis, requirements: tuple[str, ...] = ("utf8-tokenizer==0.8.5",)) -> MatrixSpec:
+    return MatrixSpec(Path("m.toml"), "demo", requirements, axes, (Subject("a.b:C", ("m",)),))
+
+
+def test_axes_expand_to_their_product_first_axis_slowest():
+    got = cells(spec(Axis("transformers", ("4.57.x", "5.x")), Axis("torch", ("2.13.0", "2.14.1"))))
+    assert [c.requested for c in got] == [
+        {"transformers": "4.57.x", "torch": "2.13.0"},
+        {"transformers": "4.57.x", "torch": "2.14.1"},
+        {"transformers": "5.x", "torch": "2.13.0"},
+        {"transformers": "5.x", "torch": "2.14.1"},
+    ]
+
+
+def test_cell_names_pins_and_files():
+    matrix = spec(Axis("transformers", (">=5.20,<5.23",)), Axis("python", ("3.11",)))
+    (cell,) = cells(matrix)
+    assert cell.id == "cell:demo:transformers=>=5.20,<5.23:python=3.11"
+    assert cell.python == "3.11"
+    assert cell.pins == ("transformers<5.23,>=5.20",)
+    assert "/" not in cell.filename and "<" not in cell.filename
+    assert result_path(Path("r"), cell) == Path("r/.cells/demo") / cell.filename
+    assert install_args(matrix, cell) == ["transformers<5.23,>=5.20", "utf8-tokenizer==0.8.5"]
+
+
+def test_local_projects_are_reinstalled(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "my-lib"\n')
+    (cell,) = cells(spec(Axis("transformers", ("5.x",)), requirements=(str(tmp_path),)))
+    args = install_args(spec(Axis("transformers", ("5.x",)), requirements=(str(tmp_path),)), cell)
+    assert args == ["transformers==5.*", str(tmp_path), "--reinstall-package=my-lib"]
+
+
+def test_runner_request_carries_subjects_and_packages():
+    matrix = spec(Axis("transformers", ("5.x",)))
+    request = runner_request(matrix, cells(matrix)[0])
+    assert request["subjects"] == [{"target": "a.b:C", "methods": ["m"], "factory": None}]
+    assert request["packages"] == ["transformers", "utf8-tokenizer", "torch"]
+
+
+def test_uv_is_pointed_at_pips_local_wheels():
+    assert uv_environment({"PIP_FIND_LINKS": "/a /b"}) == {"UV_FIND_LINKS": "/a,/b"}
+    assert uv_environment({"PIP_FIND_LINKS": "/a", "UV_FIND_LINKS": "/c"}) == {}
+    assert uv_environment({}) == {}
+
+
+def test_installer_reason_is_one_line():
+    output = (
+        "Using Python 3.11.7 environment at: .nox/x\n"
+        "  × No solution found when resolving dependencies:\n"
+        "  ╰─▶ Because there is no version of transformers==99.0 and you require transformers==99.0, we can "
+        "conclude that your requirements are unsatisfiable.\n"
+    )
+    reason = installer_reason(output)
+    assert "\n" not in reason
+    assert reason.startswith("No solution found when resolving dependencies")
+    assert "transformers==99.0" in reason

@@ -1,0 +1,51 @@
+"""Real cells: real uv environments, real transformers releases, the real utf8-tokenizer package."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from conftest import BROKEN, ROOT, catches, run_matrix
+
+pytestmark = pytest.mark.integration
+
+
+def test_every_broken_override_differs_from_base_on_every_version(tmp_path):
+    """The self-check matrix, run from a folder outside the repository with a local-path requirement."""
+    outside = tmp_path / "my-library"
+    shutil.copytree(BROKEN, outside, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    done, report = run_matrix(outside / "selfcheck.toml", tmp_path / "reports")
+    assert done.returncode == 0, done.stdout[-3000:]
+    versions = [cell["resolved"]["transformers"] for cell in report["cells"]]
+    assert len(versions) == 3 and versions[1] == "5.14.1" and versions[2].startswith("4.57.")
+    expected = catches()
+    for cell in report["cells"]:
+        assert cell["status"] == "ok", cell
+        assert {s["target"].split(":")[1] for s in cell["subjects"]} == set(expected)
+        for subject in cell["subjects"]:
+            probe, name = expected[subject["target"].split(":")[1]]
+            caught = [o for o in subject["observations"] if (o["probe"], o["name"]) == (probe, name)]
+            assert subject["verdict"] == "differs", (cell["resolved"], subject)
+            assert len(caught) == 1 and caught[0]["override"] != caught[0]["base"], (cell["resolved"], subject)
+
+
+def test_default_matrix_rows_and_a_release_that_does_not_exist(tmp_path):
+    """The default matrix plus a nonexistent release: that cell is a labelled row, the others keep their results."""
+    text = (ROOT / "matrix" / "char-causal-lm-checkpointing.toml").read_text()
+    matrix = tmp_path / "default-plus-missing.toml"
+    matrix.write_text(text.replace('"5.x"]', '"5.x", "99.0"]'))
+    done, report = run_matrix(matrix, tmp_path / "reports")
+    assert done.returncode != 0  # a cell could not run: the matrix says so
+    by_version = {c["resolved"].get("transformers", c["requested"]["transformers"]): c for c in report["cells"]}
+    assert by_version["99.0"]["status"] == "install-failed"
+    assert "99.0" in by_version["99.0"]["reason"] and "\n" not in by_version["99.0"]["reason"]
+    for version in ("4.57.6", "5.14.1"):
+        (subject,) = by_version[version]["subjects"]
+        assert subject["verdict"] == "same", subject
+        assert by_version[version]["resolved"]["torch"].startswith("2.13.0")
+    markdown = (tmp_path / "reports" / "char-causal-lm-checkpointing.md").read_text()
+    for version in ("4.57.6", "5.14.1"):
+        row = next(line for line in markdown.splitlines() if line.startswith(f"| transformers {version} "))
+        assert row.count("enable→True, disable→False") == 2 and "| same" in row
+    assert "| transformers 99.0 (requested)" in markdown

@@ -1,0 +1,174 @@
+"""Collect, verdict and render on hand-made cell results; the markdown is compared with a golden file."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from compat_matrix import cli, collect, render, verdict
+from compat_matrix.cells import cells, result_path
+from compat_matrix.results import CellResult, Observation, SubjectResult, read_cell_result, write_json_atomic
+from compat_matrix.spec import Axis, MatrixSpec, Subject, load
+
+GOLDEN = Path(__file__).parent / "golden"
+TARGET = "utf8_tokenizer.char_causal_lm:CharacterCausalLMWrapper"
+METHODS = ("gradient_checkpointing_enable", "gradient_checkpointing_disable")
+SPEC = MatrixSpec(
+    Path("matrix/demo.toml"),
+    "demo",
+    ("utf8-tokenizer==0.8.5",),
+    (Axis("transformers", ("4.57.x", "5.10.1", "5.x", "99.0")),),
+    (Subject(TARGET, METHODS),),
+)
+HOSTILE = "ValueError: a | b `code` <b>bold</b>\nsecond line"
+
+
+def observations(enable: bool = True, error: str | None = None) -> tuple[Observation, ...]:
+    return (
+        Observation("enable_reaches_wrapped_model", "layers_on", enable, True),
+        Observation("disable_round_trip", "layers_on", False, False),
+        Observation("kwargs_forwarded", "checkpoint_kwargs", [{"use_reentrant": False}], [{"use_reentrant": False}]),
+        *([Observation("kwargs_forwarded", "error", error, None)] if error else []),
+    )
+
+
+def result(requested: str, resolved: str | None, obs=(), status="ok", reason=None) -> CellResult:
+    subjects = (SubjectResult(TARGET, METHODS, observations=obs, probes=("enable_reaches_wrapped_model",)),)
+    return CellResult(
+        "demo",
+        f"cell:demo:transformers={requested}",
+        {"transformers": requested},
+        {"python": "3.11.7", "transformers": resolved} if resolved else {},
+        status,
+        reason,
+        subjects if status == "ok" else (),
+        12.5,
+    )
+
+
+RESULTS = [
+    result("4.57.x", "4.57.6", observations()),
+    result("5.10.1", "5.10.1", observations(enable=False, error=HOSTILE)),
+    result("5.x", "5.9.0", observations()),
+    result("99.0", None, status="install-failed", reason="No solution found | transformers==99.0"),
+]
+META = render.ReportMeta("demo", "matrix/demo.toml", "COMPAT_MATRIX=matrix/demo.toml nox -s matrix", SPEC.subjects)
+
+
+def rendered() -> tuple[str, dict]:
+    frame = collect.collect(RESULTS)
+    decided = verdict.verdicts(frame)
+    return render.markdown(frame, decided, RESULTS, META), render.report_json(decided, RESULTS, META)
+
+
+def test_rows_are_newest_first_by_version_not_string_order():
+    frame = collect.collect(RESULTS)
+    labels = list(dict.fromkeys(frame.sort_values("rank")["label"]))
+    assert labels == [
+        "transformers 99.0 (requested)",
+        "transformers 5.10.1",
+        "transformers 5.9.0",
+        "transformers 4.57.6",
+    ]
+
+
+def test_verdicts_name_what_differs():
+    decided = verdict.verdicts(collect.collect(RESULTS)).set_index("label")
+    assert decided.loc["transformers 4.57.6", "verdict"] == "same"
+    assert decided.loc["transformers 5.10.1", "verdict"] == "differs"
+    assert decided.loc["transformers 5.10.1", "differs"] == [
+        "enable_reaches_wrapped_model.layers_on",
+        "kwargs_forwarded.error",
+    ]
+    assert decided.loc["transformers 99.0 (requested)", "verdict"] == "install-failed"
+
+
+def test_markdown_matches_golden():
+    text, _ = rendered()
+    golden = GOLDEN / "demo.md"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text()
+
+
+def test_hostile_text_cannot_break_a_table_row():
+    text, data = rendered()
+    for line in text.splitlines():
+        if line.startswith("|"):
+            assert "<b>" not in line and "`" not in line
+    header_cells = text.splitlines()[4].count("|")
+    assert all(line.count("|") == header_cells for line in text.splitlines()[4:10] if line.startswith("|"))
+    assert HOSTILE in json.dumps(data["cells"][1]["subjects"][0]["observations"]).replace("\\n", "\n")
+
+
+def test_json_has_every_contract_key():
+    _, data = rendered()
+    assert data["schema"] == 1 and data["matrix"] == "demo"
+    for cell in data["cells"]:
+        assert {"requested", "resolved", "status", "reason", "subjects"} <= cell.keys()
+        for subject in cell["subjects"]:
+            assert {"target", "verdict", "observations"} <= subject.keys()
+            for o in subject["observations"]:
+                assert set(o) == {"probe", "name", "override", "base"}
+    assert data["cells"][0]["subjects"][0]["verdict"] == "install-failed"
+    assert data["cells"][3]["resolved"]["transformers"] == "4.57.6"
+
+
+def test_summary_uses_the_pr_form():
+    text, _ = rendered()
+    assert "| transformers 4.57.6" in text
+    row = next(line for line in text.splitlines() if line.startswith("| transformers 4.57.6"))
+    assert row.count("enable→True, disable→False") == 2 and "same" in row
+
+
+def test_round_trip_of_cell_results(tmp_path):
+    path = tmp_path / "r.json"
+    write_json_atomic(path, RESULTS[1].to_json())
+    assert read_cell_result(path) == RESULTS[1]
+
+
+@pytest.mark.parametrize(
+    ("content", "status", "message"),
+    [
+        (None, "not run", "no result file"),
+        ('{"schema": 1, "matrix": "demo", "cel', "damaged result", "not valid JSON"),
+        ('{"schema": 7}', "damaged result", "schema 7, expected 1"),
+        ('{"hello": "world"}', "damaged result", "not a compat-matrix cell result"),
+        ('{"schema": 1}', "damaged result", "malformed cell result"),
+    ],
+)
+def test_missing_or_damaged_result_files_become_labelled_rows(tmp_path, content, status, message):
+    demo = MatrixSpec(Path("m.toml"), "demo", (), (Axis("transformers", ("5.x", "4.57.x")),), SPEC.subjects)
+    good, bad = cells(demo)
+    write_json_atomic(result_path(tmp_path, good), result("5.x", "5.24.0", observations()).to_json())
+    if content is not None:
+        result_path(tmp_path, bad).write_text(content)
+    loaded = collect.load_results(demo, [good, bad], tmp_path)
+    assert loaded[0].status == "ok"
+    assert loaded[1].status == status and message in loaded[1].reason
+
+
+def test_report_command_writes_reports_and_exit_code(tmp_path, capsys):
+    matrix = tmp_path / "demo.toml"
+    matrix.write_text(
+        '[matrix]\nname = "demo"\n[axes]\ntransformers = ["5.x", "4.57.x"]\n'
+        f'[[subjects]]\ntarget = "{TARGET}"\nmethods = {list(METHODS)!r}\n'.replace("'", '"')
+    )
+    spec = load(matrix)
+    first, _ = cells(spec)
+    write_json_atomic(result_path(tmp_path, first), result("5.x", "5.24.0", observations()).to_json())
+    code = cli.main(["report", "--reports", str(tmp_path), str(matrix)])
+    assert code == cli.EXIT_CELL_FAILED  # the second cell never ran
+    assert (tmp_path / "demo.md").exists() and json.loads((tmp_path / "demo.json").read_text())["matrix"] == "demo"
+    assert "not run" in (tmp_path / "demo.md").read_text()
+
+
+def test_bad_matrix_file_exits_2_with_one_line_per_problem(tmp_path, capsys):
+    matrix = tmp_path / "bad.toml"
+    matrix.write_text('[matrix]\nname = "x y"\n[axes]\ntransformers = ["5.x"]\n')
+    assert cli.main(["validate", str(matrix)]) == cli.EXIT_BAD_MATRIX
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith(f"error: {matrix}: ") for line in err)
