@@ -32,15 +32,19 @@ FILES = spec.matrix_files(os.environ.get("COMPAT_MATRIX"), ROOT / "matrix")
 # A bad file runs nothing: `matrix` still runs, and the report command says what is wrong (exit code 2).
 SPECS, PROBLEMS = spec.load_all(FILES)
 CELLS = [(matrix_spec, cell) for matrix_spec in SPECS for cell in cells.cells(matrix_spec)] if not PROBLEMS else []
+# The probes against the broken overrides that ship with them; its reports stay out of reports/.
+SELFCHECK = spec.load(ROOT / "tests" / "broken_overrides" / "selfcheck.toml")
+SELFCHECK_REPORTS = ROOT / "build" / "selfcheck"
+SELFCHECK_CELLS = [(SELFCHECK, cell) for cell in cells.cells(SELFCHECK)]
 
 
-def cell_session(matrix_spec: spec.MatrixSpec, cell: cells.Cell) -> None:
+def cell_session(matrix_spec: spec.MatrixSpec, cell: cells.Cell, reports: Path) -> None:
     def run(session: nox.Session) -> None:
         python = Path(session.bin) / "python"
-        envs.run_cell(matrix_spec, cell, python, REPORTS, log=session.log)
+        envs.run_cell(matrix_spec, cell, python, reports, log=session.log)
 
     def unavailable(session: nox.Session) -> None:
-        envs.write_unavailable(matrix_spec, cell, REPORTS)
+        envs.write_unavailable(matrix_spec, cell, reports)
         session.log(f"{cell.id}: {envs.NO_INTERPRETER}: python {cell.python}")
 
     if cell.python and not envs.python_available(cell.python):
@@ -49,7 +53,10 @@ def cell_session(matrix_spec: spec.MatrixSpec, cell: cells.Cell) -> None:
 
 
 for matrix_spec, cell in CELLS:
-    cell_session(matrix_spec, cell)
+    cell_session(matrix_spec, cell, REPORTS)
+for matrix_spec, cell in SELFCHECK_CELLS:
+    if matrix_spec.name not in {s.name for s in SPECS}:
+        cell_session(matrix_spec, cell, SELFCHECK_REPORTS)
 
 
 @nox.session(requires=[cell.id for _, cell in CELLS])
@@ -57,6 +64,13 @@ def matrix(session: nox.Session) -> None:
     """Run every cell of the matrix files, then write reports/<name>.md and .json."""
     session.install(str(ROOT))
     session.run("compat-matrix", "report", "--reports", str(REPORTS), *map(str, FILES), *session.posargs)
+
+
+@nox.session(requires=[cell.id for _, cell in SELFCHECK_CELLS])
+def selfcheck(session: nox.Session) -> None:
+    """Every probe against its broken overrides; fails unless each is reported as `differs` on every version."""
+    session.install(str(ROOT))
+    session.run("compat-matrix", "report", "--reports", str(SELFCHECK_REPORTS), str(SELFCHECK.path))
 
 
 @nox.session

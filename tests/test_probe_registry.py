@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 
-from conftest import ROOT, catches
-
 from compat_matrix.probes import probes_for, registry
+from conftest import ROOT, catches
 
 README_ROW = re.compile(r"^\| `(\w+)` \| (.+?) \| (.+?) \|$", re.MULTILINE)
 

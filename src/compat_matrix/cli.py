@@ -1,7 +1,8 @@
 """`compat-matrix`: the host-side steps as commands. The library does the work; this turns errors into one-line
 messages and documented exit codes.
 
-Exit codes: 0 every cell ran; 2 a bad matrix file (nothing ran); 3 a cell could not run.
+Exit codes: 0 every cell ran and every expectation held; 1 an expectation failed; 2 a bad matrix file (nothing ran);
+3 a cell could not run.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from compat_matrix.results import OK, write_json_atomic
 from compat_matrix.spec import MatrixError, MatrixSpec, load_all
 
 EXIT_OK = 0
+EXIT_UNMET = 1
 EXIT_BAD_MATRIX = 2
 EXIT_CELL_FAILED = 3
 
@@ -29,14 +31,25 @@ def display_path(path: Path) -> str:
         return str(path.resolve())
 
 
-def build_report(spec: MatrixSpec, reports: Path) -> tuple[str, dict, list]:
-    """Markdown and JSON for one matrix from its cell result files; also the results themselves."""
+def build_report(spec: MatrixSpec, reports: Path) -> tuple[str, dict, int]:
+    """Markdown and JSON for one matrix from its cell result files, and the exit code they call for."""
     results = collect.load_results(spec, cells.cells(spec), reports)
     frame = collect.collect(results)
     decided = verdict.verdicts(frame)
+    unmet = verdict.unmet_expectations(decided, results, spec.subjects)
     file = display_path(spec.path)
     meta = render.ReportMeta(spec.name, file, f"COMPAT_MATRIX={file} nox -s matrix", spec.subjects)
-    return render.markdown(frame, decided, results, meta), render.report_json(decided, results, meta), results
+    for r in results:
+        print(f"{r.cell}: {r.status}" + (f" ({r.reason})" if r.reason else ""))
+    for line in unmet:
+        print(f"unmet expectation: {line}")
+    failed = any(r.status != OK or any(s.status != OK for s in r.subjects) for r in results)
+    code = EXIT_CELL_FAILED if failed else EXIT_UNMET if unmet else EXIT_OK
+    return (
+        render.markdown(frame, decided, results, meta, unmet),
+        render.report_json(decided, results, meta, unmet),
+        code,
+    )
 
 
 def write_report(reports: Path, name: str, text: str, data: dict) -> list[Path]:
@@ -51,16 +64,13 @@ def write_report(reports: Path, name: str, text: str, data: dict) -> list[Path]:
 
 def cmd_report(args: argparse.Namespace) -> int:
     specs = _load(args.files)
-    code = EXIT_OK
+    codes = [EXIT_OK]
     for spec in specs:
-        text, data, results = build_report(spec, args.reports)
+        text, data, code = build_report(spec, args.reports)
         paths = write_report(args.reports, spec.name, text, data)
-        for r in results:
-            print(f"{r.cell}: {r.status}" + (f" ({r.reason})" if r.reason else ""))
         print(f"wrote {', '.join(display_path(p) for p in paths)}")
-        if any(r.status != OK or any(s.status != OK for s in r.subjects) for r in results):
-            code = EXIT_CELL_FAILED
-    return code
+        codes.append(code)
+    return max(codes)
 
 
 def cmd_list(args: argparse.Namespace) -> int:

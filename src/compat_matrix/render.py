@@ -117,8 +117,16 @@ def versions_table(results: list[CellResult]) -> str:
     return table(pd.DataFrame(rows, columns=["requested", "status", "seconds", *packages]))
 
 
-def markdown(frame: pd.DataFrame, verdicts: pd.DataFrame, results: list[CellResult], meta: ReportMeta) -> str:
+def markdown(
+    frame: pd.DataFrame,
+    verdicts: pd.DataFrame,
+    results: list[CellResult],
+    meta: ReportMeta,
+    unmet: list[str] = (),
+) -> str:
     out = [f"# compat-matrix: {meta.name}", ""]
+    if unmet:
+        out += ["**Unmet expectations**", "", *(f"- {escape(line)}" for line in unmet), ""]
     for subject in meta.subjects:
         methods = ", ".join(f"`{m}`" for m in subject.methods)
         out += [
@@ -154,7 +162,9 @@ def markdown(frame: pd.DataFrame, verdicts: pd.DataFrame, results: list[CellResu
     return "\n".join(out)
 
 
-def report_json(verdicts: pd.DataFrame, results: list[CellResult], meta: ReportMeta) -> dict[str, Any]:
+def report_json(
+    verdicts: pd.DataFrame, results: list[CellResult], meta: ReportMeta, unmet: list[str] = ()
+) -> dict[str, Any]:
     """The contract other tools read: schema, matrix, cells (newest first) with their subjects' verdicts."""
     decided = {(v["cell"], v["target"]): v for v in verdicts.to_dict("records")}
     cells = []
@@ -186,4 +196,11 @@ def report_json(verdicts: pd.DataFrame, results: list[CellResult], meta: ReportM
                 "subjects": subjects,
             }
         )
-    return {"schema": SCHEMA, "matrix": meta.name, "file": meta.file, "command": meta.command, "cells": cells}
+    return {
+        "schema": SCHEMA,
+        "matrix": meta.name,
+        "file": meta.file,
+        "command": meta.command,
+        "unmet_expectations": list(unmet),
+        "cells": cells,
+    }

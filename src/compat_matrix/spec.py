@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 PYTHON = "python"
+VERDICTS = ("same", "differs")
 DEFAULT_TIMEOUT = 300.0  # seconds per probe call
 DEFAULT_CELL_TIMEOUT = 1800.0  # seconds for a whole cell: install and probes
 _SERIES = re.compile(r"^(\d+(?:\.\d+)*)\.x$")
@@ -27,7 +28,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 _KNOWN = {
     "matrix": {"name", "requirements", "timeout", "cell_timeout", "description"},
-    "subjects": {"target", "methods", "factory"},
+    "subjects": {"target", "methods", "factory", "expect"},
 }
 
 
@@ -44,6 +45,22 @@ class Subject:
     target: str  # "module:Class"
     methods: tuple[str, ...]
     factory: str | None = None  # "module:callable"; None means the default factory
+    # (version range of the first axis, or "*"; expected verdict), in file order: the first match applies
+    expect: tuple[tuple[str, str], ...] = ()
+
+    def expected(self, version: str | None) -> str | None:
+        """The verdict this subject is expected to get on `version` of the first axis, if the file says."""
+        for spec, verdict in self.expect:
+            if spec == "*" or (version and _matches(spec, version)):
+                return verdict
+        return None
+
+
+def _matches(spec: str, version: str) -> bool:
+    try:
+        return SpecifierSet(spec).contains(Version(version), prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return False
 
 
 @dataclass(frozen=True)
@@ -227,8 +244,24 @@ def _subjects(values: Any, problem) -> tuple[Subject, ...]:
         factory = table.get("factory")
         if factory is not None and (not isinstance(factory, str) or not _TARGET.match(factory)):
             problem(f"{key}.factory", factory, "as 'module:callable'")
-        subjects.append(Subject(str(target), tuple(methods), factory))
+        expect = _expectations(table.get("expect", {}), f"{key}.expect", problem)
+        subjects.append(Subject(str(target), tuple(methods), factory, expect))
     return tuple(subjects)
+
+
+def _expectations(table: Any, key: str, problem) -> tuple[tuple[str, str], ...]:
+    if not isinstance(table, dict):
+        problem(key, table, 'a table of version range = verdict, e.g. {">=5.23" = "differs", "*" = "same"}')
+        return ()
+    for spec, verdict in table.items():
+        if spec != "*":
+            try:
+                SpecifierSet(spec)
+            except InvalidSpecifier:
+                problem(f'{key}."{spec}"', verdict, f"{spec!r} is not '*' or a PEP 440 specifier")
+        if verdict not in VERDICTS:
+            problem(f'{key}."{spec}"', verdict, f"expected one of {', '.join(VERDICTS)}")
+    return tuple(table.items())
 
 
 def matrix_files(selected: str | None, default_dir: Path) -> list[Path]:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from compat_matrix.results import OK
+from compat_matrix.results import OK, CellResult
+from compat_matrix.spec import Subject
 
 SAME = "same"
 DIFFERS = "differs"
@@ -54,3 +55,19 @@ def phrase(verdict: str, differs: list[str], reason: str | None) -> str:
             by_probe.setdefault(probe, []).append(name)
         return "differs: " + "; ".join(f"{p} ({', '.join(names)})" for p, names in by_probe.items())
     return f"{verdict}: {reason}" if reason else verdict
+
+
+def unmet_expectations(verdicts: pd.DataFrame, results: list[CellResult], subjects: tuple[Subject, ...]) -> list[str]:
+    """One line per cell and subject whose verdict is not the one the matrix file expects for its version."""
+    by_cell = {r.cell: r for r in results}
+    by_target = {s.target: s for s in subjects}
+    unmet = []
+    for v in verdicts.to_dict("records"):
+        result = by_cell[v["cell"]]
+        axis = next(iter(result.requested), None)
+        for subject in [by_target[v["target"]]] if v["target"] else subjects:
+            expected = subject.expected(result.resolved.get(axis))
+            if expected and v["verdict"] != expected:
+                got = phrase(v["verdict"], v["differs"], v["reason"])
+                unmet.append(f"{v['label']}: {subject.target} expected {expected}, got {got}")
+    return unmet
