@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from compat_matrix.results import describe_exception
+
 Values = dict[str, Any]
 Build = Callable[[], Any]
 
@@ -270,3 +272,84 @@ def backward_through_checkpointed_model(build: Build) -> Values:
         ),
         "recomputed_layers": fraction(sum(count > 0 for count in recomputed), len(layers)),
     }
+
+
+def entry_point_names(cls: type) -> tuple[list[str], list[str]]:
+    """The public checkpointing switches (`*_enable` with a matching `*_disable`) and state properties that the
+    installed transformers offers on `cls`, found by inspecting the class, not by version number."""
+    import inspect
+
+    names = sorted(n for n in dir(cls) if "checkpointing" in n and not n.startswith("_"))
+    switches = [n for n in names if n.endswith("_enable") and n.removesuffix("_enable") + "_disable" in names]
+    states = [n for n in names if isinstance(inspect.getattr_static(cls, n), property)]
+    return switches, states
+
+
+def _attempt(call: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return call(*args)
+    except Exception as exc:
+        return f"error: {describe_exception(exc)}"
+
+
+@probe(exercises=(ENABLE, DISABLE))
+def entry_points(build: Build) -> Values:
+    """Finds every public way the installed transformers offers to switch checkpointing on and off (old names,
+    new names, deprecated aliases) and to read its state, by inspecting the subject class. `present` lists them;
+    then, per `*_enable` switch on a fresh instance: the per-layer flags and every state property after enabling
+    through it, and the per-layer flags after its `*_disable`. An exception is recorded as that entry's value."""
+    instance = build()
+    switches, states = entry_point_names(type(instance))
+    disables = [enable.removesuffix("_enable") + "_disable" for enable in switches]
+    values: Values = {"present": sorted(switches + disables + states)}
+    for enable, disable in zip(switches, disables, strict=True):
+        instance = build()
+        on = _attempt(getattr(instance, enable))
+        values[enable] = (
+            on
+            if isinstance(on, str)
+            else {
+                "layers_on": layers_on(instance),
+                **{state: _attempt(getattr, instance, state) for state in states},
+            }
+        )
+        off = _attempt(getattr(instance, disable))
+        values[disable] = off if isinstance(off, str) else {"layers_on": layers_on(instance)}
+    return values
+
+
+@probe(exercises=(ENABLE,))
+def trainer_step(build: Build) -> Values:
+    """One real `Trainer` training step on the CPU with `gradient_checkpointing=True` in `TrainingArguments`,
+    the path users take, writing only to a temporary folder, with no logging integrations. `steps`: training
+    steps completed; `layers_on_during_step`: whether every decoder layer had checkpointing on when it ran."""
+    import tempfile
+
+    from transformers import Trainer, TrainingArguments
+
+    instance = build()
+    layers = checkpointable_layers(instance)
+    seen: list[bool] = []
+    handles = [
+        layer.register_forward_pre_hook(lambda module, args: seen.append(bool(module.gradient_checkpointing)))
+        for layer in layers
+    ]
+    dataset = [{"input_ids": ids, "labels": ids} for ids in batch()]
+    with tempfile.TemporaryDirectory() as tmp:
+        arguments = TrainingArguments(
+            output_dir=tmp,
+            gradient_checkpointing=True,
+            max_steps=1,
+            per_device_train_batch_size=2,
+            report_to="none",
+            save_strategy="no",
+            logging_strategy="no",
+            disable_tqdm=True,
+            dataloader_num_workers=0,
+            dataloader_pin_memory=False,
+            remove_unused_columns=False,
+        )
+        output = Trainer(model=instance, args=arguments, train_dataset=dataset).train()
+    for handle in handles:
+        handle.remove()
+    return {"steps": output.global_step, "layers_on_during_step": bool(seen) and all(seen)}

@@ -17,6 +17,20 @@ SCHEMA = 1
 OK = "ok"
 
 
+MESSAGE_LIMIT = 300  # characters of an exception or warning message kept in an observation
+
+
+def one_line(text: str) -> str:
+    """The first non-empty line of `text`, cut to a length that fits in a table cell."""
+    line = next((s.strip() for s in str(text).splitlines() if s.strip()), "")
+    return line if len(line) <= MESSAGE_LIMIT else line[: MESSAGE_LIMIT - 1] + "…"
+
+
+def describe_exception(exc: BaseException) -> str:
+    message = one_line(str(exc))
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
 class ResultFileError(ValueError):
     """A cell result file that is missing, truncated, from another schema or not ours."""
 

@@ -22,21 +22,15 @@ from typing import Any
 
 from compat_matrix.factory import load_callable, resolve_factory
 from compat_matrix.probes import Probe, Values, probes_for
-from compat_matrix.results import CellResult, Observation, SubjectResult, write_json_atomic
+from compat_matrix.results import (
+    CellResult,
+    Observation,
+    SubjectResult,
+    describe_exception,
+    one_line,
+    write_json_atomic,
+)
 from compat_matrix.variants import BASE, OVERRIDE, VariantError, variant_classes
-
-MESSAGE_LIMIT = 300
-
-
-def one_line(text: str) -> str:
-    """The first non-empty line of `text`, cut to a length that fits in a table cell."""
-    line = next((s.strip() for s in str(text).splitlines() if s.strip()), "")
-    return line if len(line) <= MESSAGE_LIMIT else line[: MESSAGE_LIMIT - 1] + "…"
-
-
-def describe_exception(exc: BaseException) -> str:
-    message = one_line(str(exc))
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 def call_probe(probe: Probe, build: Callable[[], Any]) -> Values:

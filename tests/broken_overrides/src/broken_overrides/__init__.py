@@ -1,6 +1,6 @@
 """Deliberately broken overrides of CharacterCausalLMWrapper, one or more per probe.
 
-Each class breaks one thing a probe observes. Its base implementation (the broken method deleted) is the
+Each class breaks one thing the probes observe. Its base implementation (the broken method deleted) is the
 wrapper's own, working override, so the probe must report `differs`. `CATCHES` says which probe and which of
 its observations must tell each one apart; the tests and `nox -s selfcheck` hold the suite to it.
 """
@@ -59,11 +59,15 @@ class DisableDoesNothing(CharacterCausalLMWrapper):
         pass
 
 
-# class name -> (probe, observation) that must differ from the base implementation
+# class name -> the (probe, observation) pairs that must differ from the base implementation on every version
 CATCHES = {
-    "DropsKwargs": ("kwargs_forwarded", "forwarded"),
-    "FlagsWrapperOnly": ("enable_reaches_wrapped_model", "layers_on"),
-    "NeverRecomputes": ("backward_through_checkpointed_model", "recomputed_layers"),
-    "CutsGraph": ("backward_through_checkpointed_model", "grads_match_plain"),
-    "DisableDoesNothing": ("disable_round_trip", "layers_on"),
+    "DropsKwargs": [("kwargs_forwarded", "forwarded")],
+    "FlagsWrapperOnly": [
+        ("enable_reaches_wrapped_model", "layers_on"),
+        ("entry_points", "gradient_checkpointing_enable"),
+        ("trainer_step", "layers_on_during_step"),
+    ],
+    "NeverRecomputes": [("backward_through_checkpointed_model", "recomputed_layers")],
+    "CutsGraph": [("backward_through_checkpointed_model", "grads_match_plain")],
+    "DisableDoesNothing": [("disable_round_trip", "layers_on"), ("entry_points", "gradient_checkpointing_disable")],
 }
