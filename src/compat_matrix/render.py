@@ -128,13 +128,14 @@ def markdown(
     if unmet:
         out += ["**Unmet expectations**", "", *(f"- {escape(line)}" for line in unmet), ""]
     for subject in meta.subjects:
-        methods = ", ".join(f"`{m}`" for m in subject.methods)
-        out += [
-            f"`{subject.target}`, audited methods {methods}.",
-            "",
-            main_table(frame, verdicts, subject.target),
-            "",
-        ]
+        ran = next((s for r in results for s in r.subjects if s.target == subject.target and s.methods), None)
+        methods = ", ".join(f"`{m}`" for m in (ran.methods if ran else subject.methods)) or "none"
+        out += [f"`{subject.target}`, audited methods {methods}.", "", main_table(frame, verdicts, subject.target), ""]
+        if ran and ran.overrides:
+            listed = ", ".join(
+                f"`{n}` ({'probed' if probed else 'no probe covers it'})" for n, _, probed in ran.overrides
+            )
+            out += [f"Overrides of transformers methods: {listed}.", ""]
     out += [BASE_MEANING, "", "## Details", ""]
     for subject in meta.subjects:
         text, count, differing = details_table(frame, subject.target)

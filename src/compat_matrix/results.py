@@ -69,8 +69,9 @@ class SubjectResult:
     status: str = OK
     reason: str | None = None
     observations: tuple[Observation, ...] = ()
-    # Per probe, the audited methods it exercised; lets the report say which overrides are covered.
-    probes: tuple[str, ...] = ()
+    probes: tuple[str, ...] = ()  # the probes that ran
+    # Methods the subject defines that override a method of transformers: (name, overridden class, probed?)
+    overrides: tuple[tuple[str, str, bool], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,6 +80,7 @@ class SubjectResult:
             "status": self.status,
             "reason": self.reason,
             "probes": list(self.probes),
+            "overrides": [{"name": n, "overrides": base, "probed": probed} for n, base, probed in self.overrides],
             "observations": [o.to_json() for o in self.observations],
         }
 
@@ -90,6 +92,7 @@ class SubjectResult:
             status=data["status"],
             reason=data["reason"],
             probes=tuple(data.get("probes", ())),
+            overrides=tuple((o["name"], o["overrides"], o["probed"]) for o in data.get("overrides", ())),
             observations=tuple(Observation.from_json(o) for o in data["observations"]),
         )
 

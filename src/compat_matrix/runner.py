@@ -14,6 +14,7 @@ import json
 import platform
 import sys
 import time
+import types
 import warnings
 from collections.abc import Callable
 from dataclasses import replace
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from compat_matrix.factory import load_callable, resolve_factory
-from compat_matrix.probes import Probe, Values, probes_for
+from compat_matrix.probes import Probe, Values, probes_for, registry
 from compat_matrix.results import (
     CellResult,
     Observation,
@@ -31,6 +32,9 @@ from compat_matrix.results import (
     write_json_atomic,
 )
 from compat_matrix.variants import BASE, OVERRIDE, VariantError, variant_classes
+
+BUILDS_ON = "transformers"
+METHOD_TYPES = (types.FunctionType, classmethod, staticmethod, property)
 
 
 def call_probe(probe: Probe, build: Callable[[], Any]) -> Values:
@@ -53,6 +57,20 @@ def pair(probe: str, values: dict[str, Values]) -> list[Observation]:
     return [Observation(probe, name, values[OVERRIDE].get(name), values[BASE].get(name)) for name in names]
 
 
+def discover_overrides(cls: type, package: str = BUILDS_ON) -> list[tuple[str, str, bool]]:
+    """Every method `cls` defines itself that a class of `package` after it in the MRO also defines, with that
+    class and whether some probe exercises it. Dunder methods (`__init__`) are construction, not behaviour."""
+    probed = {m for p in registry().values() for m in p.exercises}
+    found = []
+    for name, value in vars(cls).items():
+        if name.startswith("__") or not isinstance(value, METHOD_TYPES):
+            continue
+        origin = next((k for k in cls.__mro__[1:] if name in vars(k) and k.__module__.split(".")[0] == package), None)
+        if origin is not None:
+            found.append((name, f"{origin.__module__}.{origin.__qualname__}", name in probed))
+    return found
+
+
 def run_subject(target: str, methods: tuple[str, ...], factory_ref: str | None) -> SubjectResult:
     failed = SubjectResult(target=target, methods=methods)
     try:
@@ -60,6 +78,10 @@ def run_subject(target: str, methods: tuple[str, ...], factory_ref: str | None) 
         factory = resolve_factory(factory_ref)
     except Exception as exc:
         return replace(failed, status="import-failed", reason=describe_exception(exc))
+    overrides = discover_overrides(cls)
+    # No methods in the matrix file: audit every discovered override that some probe covers.
+    methods = methods or tuple(name for name, _, probed in overrides if probed)
+    failed = replace(failed, methods=methods, overrides=tuple(overrides))
     try:
         variants = variant_classes(cls, methods)
     except VariantError as exc:
@@ -69,12 +91,7 @@ def run_subject(target: str, methods: tuple[str, ...], factory_ref: str | None) 
     for probe in probes:
         values = {variant: call_probe(probe, lambda klass=klass: factory(klass)) for variant, klass in variants.items()}
         observations += pair(probe.name, values)
-    return SubjectResult(
-        target=target,
-        methods=methods,
-        probes=tuple(p.name for p in probes),
-        observations=tuple(observations),
-    )
+    return replace(failed, probes=tuple(p.name for p in probes), observations=tuple(observations))
 
 
 def installed_versions(packages: list[str]) -> dict[str, str]:

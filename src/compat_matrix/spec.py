@@ -233,13 +233,13 @@ def _subjects(values: Any, problem) -> tuple[Subject, ...]:
         target = table.get("target")
         if not isinstance(target, str) or not _TARGET.match(target):
             problem(f"{key}.target", target, "required, as 'module:Class'")
-        methods = table.get("methods")
+        methods = table.get("methods", [])  # none: every discovered override that a probe covers
         if (
             not isinstance(methods, list)
-            or not methods
+            or ("methods" in table and not methods)
             or not all(isinstance(m, str) and m.isidentifier() for m in methods)
         ):
-            problem(f"{key}.methods", methods, "a non-empty list of method names")
+            problem(f"{key}.methods", methods, "a non-empty list of method names, or leave it out")
             methods = []
         factory = table.get("factory")
         if factory is not None and (not isinstance(factory, str) or not _TARGET.match(factory)):
