@@ -117,30 +117,3 @@ def test_init_subclass_runs_again_like_a_reimport():
     base = base_variant(Child, ("run",))
     assert seen == [Child, base]
     assert base().run() == "registry"
-
-
-def test_discover_overrides_lists_methods_over_the_base_package_and_whether_probed():
-    from compat_matrix.runner import discover_overrides
-
-    class Wrapper(Root):
-        config_class = object  # an attribute, not a method
-
-        def greet(self):  # overrides Root.greet
-            return "w"
-
-        def gradient_checkpointing_enable(self):  # nothing to override in this package
-            pass
-
-        def __init__(self):
-            super().__init__()
-
-    Root.gradient_checkpointing_disable = lambda self: None
-    Wrapper.gradient_checkpointing_disable = lambda self: None
-    try:
-        found = discover_overrides(Wrapper, package=__name__.split(".")[0])
-    finally:
-        del Root.gradient_checkpointing_disable
-    assert found == [
-        ("greet", f"{__name__}.Root", False),
-        ("gradient_checkpointing_disable", f"{__name__}.Root", True),
-    ]

@@ -9,14 +9,16 @@ inside a probe is an observation, not a failure of the cell. Writes the cell res
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import platform
+import signal
 import sys
 import time
 import types
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,15 +36,37 @@ from compat_matrix.results import (
 from compat_matrix.variants import BASE, OVERRIDE, VariantError, variant_classes
 
 BUILDS_ON = "transformers"
+DEFAULT_TIMEOUT = 300.0  # seconds per probe call, as in compat_matrix.spec
 METHOD_TYPES = (types.FunctionType, classmethod, staticmethod, property)
 
 
-def call_probe(probe: Probe, build: Callable[[], Any]) -> Values:
-    """Run one probe on one variant; exceptions and warnings become observations."""
+class ProbeTimeout(Exception):
+    """A probe call ran past the matrix's `timeout`."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raise ProbeTimeout in this (main) thread once `seconds` have passed."""
+
+    def expire(signum: int, frame: Any) -> None:
+        raise ProbeTimeout(f"probe call exceeded the timeout of {seconds:g}s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def call_probe(probe: Probe, build: Callable[[], Any], timeout: float = DEFAULT_TIMEOUT) -> Values:
+    """Run one probe on one variant; exceptions, warnings and a timeout become observations."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            values = dict(probe.func(build))
+            with time_limit(timeout):
+                values = dict(probe.func(build))
         except Exception as exc:
             values = {"error": describe_exception(exc)}
     texts = sorted({f"{w.category.__name__}: {one_line(str(w.message))}" for w in caught})
@@ -71,7 +95,9 @@ def discover_overrides(cls: type, package: str = BUILDS_ON) -> list[tuple[str, s
     return found
 
 
-def run_subject(target: str, methods: tuple[str, ...], factory_ref: str | None) -> SubjectResult:
+def run_subject(
+    target: str, methods: tuple[str, ...], factory_ref: str | None, timeout: float = DEFAULT_TIMEOUT
+) -> SubjectResult:
     failed = SubjectResult(target=target, methods=methods)
     try:
         cls = load_callable(target)
