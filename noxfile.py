@@ -12,6 +12,8 @@ compat_matrix.envs.run_cell, and `matrix` hands the result files to the `compat-
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,7 +26,7 @@ from compat_matrix import cells, envs, spec  # noqa: E402
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_venv = "yes"
-nox.options.parallel = os.cpu_count() or 1  # cells run side by side; other sessions run alone
+LANES = os.cpu_count() or 1  # cells run side by side, one per core
 os.environ.update(envs.uv_environment(os.environ))
 
 REPORTS = Path(os.environ.get("COMPAT_MATRIX_REPORTS", ROOT / "reports")).resolve()
@@ -59,18 +61,36 @@ for matrix_spec, cell in SELFCHECK_CELLS:
         cell_session(matrix_spec, cell, SELFCHECK_REPORTS)
 
 
-@nox.session(requires=[cell.id for _, cell in CELLS])
+def run_cells_then_report(session: nox.Session, ids: list[str], reports: Path, files: list[Path]) -> None:
+    """Run the cells in parallel (a nested nox, so one cell never stops another), then the report command, and
+    end nox with the report's exit code: 0 ok, 1 expectation unmet, 2 bad matrix file, 3 a cell could not run.
+    An interrupt (Ctrl-C, SIGTERM) stops the cells; the report is still written, unfinished cells `not run`."""
+    session.install(str(ROOT))
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    interrupted = False
+    with envs.run_lock(reports, log=session.log):
+        if ids:
+            nested = [sys.executable, "-m", "nox", "-f", __file__, "--parallel", str(LANES), "-s", *ids]
+            try:
+                session.run(*nested, external=True, success_codes=range(256))
+            except KeyboardInterrupt:
+                interrupted = True
+        report = [Path(session.bin) / "compat-matrix", "report", "--reports", reports, *files, *session.posargs]
+        code = subprocess.run(report).returncode
+    if interrupted or code:
+        sys.exit(130 if interrupted else code)
+
+
+@nox.session
 def matrix(session: nox.Session) -> None:
     """Run every cell of the matrix files, then write reports/<name>.md and .json."""
-    session.install(str(ROOT))
-    session.run("compat-matrix", "report", "--reports", str(REPORTS), *map(str, FILES), *session.posargs)
+    run_cells_then_report(session, [cell.id for _, cell in CELLS], REPORTS, FILES)
 
 
-@nox.session(requires=[cell.id for _, cell in SELFCHECK_CELLS])
+@nox.session
 def selfcheck(session: nox.Session) -> None:
     """Every probe against its broken overrides; fails unless each is reported as `differs` on every version."""
-    session.install(str(ROOT))
-    session.run("compat-matrix", "report", "--reports", str(SELFCHECK_REPORTS), str(SELFCHECK.path))
+    run_cells_then_report(session, [cell.id for _, cell in SELFCHECK_CELLS], SELFCHECK_REPORTS, [SELFCHECK.path])
 
 
 @nox.session

@@ -63,3 +63,19 @@ def test_installer_reason_is_one_line():
     assert "\n" not in reason
     assert reason.startswith("No solution found when resolving dependencies")
     assert "transformers==99.0" in reason
+
+
+def test_exclude_rules_drop_matching_combinations(tmp_path):
+    from compat_matrix.spec import load
+
+    path = tmp_path / "m.toml"
+    path.write_text(
+        '[matrix]\nname = "x"\n[axes]\ntransformers = ["4.57.x", "5.x"]\ntorch = ["2.13.0", "2.14.1"]\n'
+        '[[exclude]]\ntransformers = "4.57.x"\ntorch = "2.14.1"\n'
+        '[[exclude]]\ntorch = "2.13.0"\ntransformers = "5.x"\n'
+        '[[subjects]]\ntarget = "a:B"\nmethods = ["m"]\n'
+    )
+    assert [c.requested for c in cells(load(path))] == [
+        {"transformers": "4.57.x", "torch": "2.13.0"},
+        {"transformers": "5.x", "torch": "2.14.1"},
+    ]

@@ -172,3 +172,36 @@ def test_bad_matrix_file_exits_2_with_one_line_per_problem(tmp_path, capsys):
     assert cli.main(["validate", str(matrix)]) == cli.EXIT_BAD_MATRIX
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith(f"error: {matrix}: ") for line in err)
+
+
+@pytest.mark.parametrize(
+    ("expect", "unmet"),
+    [
+        ((), []),
+        ((("*", "same"),), [("transformers 5.10.1", "expected same, got differs")]),
+        (((">=5.10", "differs"), ("*", "same")), []),
+        (((">=5", "differs"), ("*", "same")), [("transformers 5.9.0", "expected differs, got same")]),
+        (((">=6", "same"),), []),
+    ],
+)
+def test_expectations_met_and_unmet(expect, unmet):
+    subjects = (Subject(TARGET, METHODS, expect=expect),)
+    decided = verdict.verdicts(collect.collect(RESULTS[:3]))
+    lines = verdict.unmet_expectations(decided, RESULTS[:3], subjects)
+    assert len(lines) == len(unmet)
+    for line, (label, says) in zip(lines, unmet, strict=True):
+        assert line.startswith(f"{label}: {TARGET} {says}")
+
+
+def test_unmet_expectation_exits_1_and_tops_the_report(tmp_path):
+    matrix = tmp_path / "demo.toml"
+    matrix.write_text(
+        '[matrix]\nname = "demo"\n[axes]\ntransformers = ["5.10.1"]\n'
+        f'[[subjects]]\ntarget = "{TARGET}"\nexpect = {{ "*" = "same" }}\n'
+    )
+    (cell,) = cells(load(matrix))
+    write_json_atomic(result_path(tmp_path, cell), RESULTS[1].to_json())
+    assert cli.main(["report", "--reports", str(tmp_path), str(matrix)]) == cli.EXIT_UNMET
+    text = (tmp_path / "demo.md").read_text()
+    assert text.splitlines()[2] == "**Unmet expectations**"
+    assert json.loads((tmp_path / "demo.json").read_text())["unmet_expectations"]

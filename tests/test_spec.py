@@ -75,6 +75,14 @@ def test_bad_axis_value_is_refused(value):
         ('methods = ["gradient_checkpointing_enable"]', "methods = []", "subjects[0].methods = []"),
         ('methods = ["gradient_checkpointing_enable"]', 'methods = ["x"]\nfactory = "nope"', "subjects[0].factory"),
         ('name = "demo"', 'name = "demo"\ntimeout = -1', "matrix.timeout = -1"),
+        ('name = "demo"', 'name = "demo"\ncell_timeout = "soon"', "matrix.cell_timeout = 'soon'"),
+        ("[matrix]", '[[exclude]]\ntorch = "9"\n[matrix]', "exclude[0].torch = '9': not one of the axis values"),
+        ("[matrix]", '[[exclude]]\njax = "1"\n[matrix]', "exclude[0].jax = '1': not an axis"),
+        ("[matrix]", 'colour = "red"\n[matrix]', "colour = 'red': unknown key"),
+        ("[[subjects]]", '[[subjects]]\nexpect = { "*" = "maybe" }', "subjects[0].expect.\"*\" = 'maybe'"),
+        ("[[subjects]]", '[[subjects]]\nexpect = { "=>5" = "same" }', "is not '*' or a PEP 440 specifier"),
+        ('target = "pkg.mod:Class"', 'target = "pkg.mod:Class"\ncolour = 1', "subjects[0].colour = 1: unknown key"),
+        ("[axes]", '[axes]\npython = ["three"]', "axes.python = 'three'"),
     ],
 )
 def test_each_problem_names_file_key_and_value(tmp_path, old, new, expected):

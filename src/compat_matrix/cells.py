@@ -47,12 +47,13 @@ class Cell:
 
 
 def cells(spec: MatrixSpec) -> list[Cell]:
-    """The product of the axes, in file order (first axis slowest)."""
+    """The product of the axes, in file order (first axis slowest), less the combinations `exclude` drops."""
     names = [axis.package for axis in spec.axes]
-    return [
+    product = [
         Cell(spec.name, tuple(zip(names, values, strict=True)))
         for values in itertools.product(*(axis.values for axis in spec.axes))
     ]
+    return [cell for cell in product if not any(set(rule) <= set(cell.axes) for rule in spec.exclude)]
 
 
 def install_args(spec: MatrixSpec, cell: Cell) -> list[str]:

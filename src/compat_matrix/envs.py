@@ -6,13 +6,15 @@ Whatever goes wrong here becomes a labelled CellResult, so one bad cell never st
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,6 +27,7 @@ CRASHED = "crashed"
 TIMED_OUT = "timed-out"
 NO_INTERPRETER = "interpreter not found"
 REASON_LIMIT = 400
+LOCK = ".lock"
 # The in-environment modules need only the standard library, so the cell imports them from here, uninstalled.
 SOURCE = Path(__file__).resolve().parent.parent
 _DECORATION = " ×╰─▶│├╭╮╯┬┴┼|:-"
@@ -119,3 +122,25 @@ def write_unavailable(spec: MatrixSpec, cell: Cell, reports: Path) -> CellResult
     result = failed_result(spec, cell, NO_INTERPRETER, f"no Python {cell.python} on this machine")
     write_json_atomic(result_path(reports, cell), result.to_json())
     return result
+
+
+@contextlib.contextmanager
+def run_lock(reports: Path, log=print) -> Iterator[None]:
+    """One matrix run at a time per reports folder: a second run waits, saying for whom, instead of mixing files."""
+    reports.mkdir(parents=True, exist_ok=True)
+    path = reports / LOCK
+    with open(path, "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            log(f"waiting: another compat-matrix run ({handle.read().strip() or 'unknown'}) holds {path}")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

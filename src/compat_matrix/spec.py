@@ -78,6 +78,8 @@ class MatrixSpec:
     subjects: tuple[Subject, ...]
     timeout: float = DEFAULT_TIMEOUT
     cell_timeout: float = DEFAULT_CELL_TIMEOUT
+    # Each rule maps axes to values; a cell matching every axis of one rule is left out.
+    exclude: tuple[tuple[tuple[str, str], ...], ...] = ()
 
     @property
     def packages(self) -> tuple[str, ...]:
@@ -129,8 +131,8 @@ def parse(data: dict[str, Any], path: Path) -> MatrixSpec:
     def problem(key: str, value: Any, why: str) -> None:
         problems.append(f"{path}: {key} = {value!r}: {why}")
 
-    for key in data.keys() - {"matrix", "axes", "subjects"}:
-        problem(key, data[key], "unknown key (expected [matrix], [axes], [[subjects]])")
+    for key in data.keys() - {"matrix", "axes", "subjects", "exclude"}:
+        problem(key, data[key], "unknown key (expected [matrix], [axes], [[subjects]], [[exclude]])")
 
     matrix = _table(data, "matrix", problem)
     for key in matrix.keys() - _KNOWN["matrix"]:
@@ -143,10 +145,11 @@ def parse(data: dict[str, Any], path: Path) -> MatrixSpec:
     cell_timeout = _seconds(matrix, "cell_timeout", DEFAULT_CELL_TIMEOUT, problem)
     axes = _axes(_table(data, "axes", problem), problem)
     subjects = _subjects(data.get("subjects"), problem)
+    exclude = _exclude(data.get("exclude", []), axes, problem)
 
     if problems:
         raise MatrixError(problems)
-    return MatrixSpec(path, name, requirements, axes, subjects, timeout, cell_timeout)
+    return MatrixSpec(path, name, requirements, axes, subjects, timeout, cell_timeout, exclude)
 
 
 def _table(data: dict[str, Any], key: str, problem) -> dict[str, Any]:
@@ -247,6 +250,22 @@ def _subjects(values: Any, problem) -> tuple[Subject, ...]:
         expect = _expectations(table.get("expect", {}), f"{key}.expect", problem)
         subjects.append(Subject(str(target), tuple(methods), factory, expect))
     return tuple(subjects)
+
+
+def _exclude(rules: Any, axes: tuple[Axis, ...], problem) -> tuple[tuple[tuple[str, str], ...], ...]:
+    if not isinstance(rules, list) or not all(isinstance(r, dict) and r for r in rules):
+        problem("exclude", rules, "[[exclude]] tables of axis = value")
+        return ()
+    values = {axis.package: axis.values for axis in axes}
+    out = []
+    for index, rule in enumerate(rules):
+        for axis, value in rule.items():
+            if axis not in values:
+                problem(f"exclude[{index}].{axis}", value, f"not an axis (axes: {', '.join(values)})")
+            elif value not in values[axis]:
+                problem(f"exclude[{index}].{axis}", value, f"not one of the axis values {list(values[axis])}")
+        out.append(tuple(sorted(rule.items())))
+    return tuple(out)
 
 
 def _expectations(table: Any, key: str, problem) -> tuple[tuple[str, str], ...]:
