@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 from pathlib import Path
@@ -205,3 +206,24 @@ def test_unmet_expectation_exits_1_and_tops_the_report(tmp_path):
     text = (tmp_path / "demo.md").read_text()
     assert text.splitlines()[2] == "**Unmet expectations**"
     assert json.loads((tmp_path / "demo.json").read_text())["unmet_expectations"]
+
+
+def test_report_with_baseline_adds_the_section_and_csv(tmp_path):
+    matrix = tmp_path / "demo.toml"
+    matrix.write_text(
+        f'[matrix]\nname = "demo"\n[axes]\ntransformers = ["5.10.1"]\n[[subjects]]\ntarget = "{TARGET}"\n'
+    )
+    (cell,) = cells(load(matrix))
+    write_json_atomic(result_path(tmp_path, cell), RESULTS[1].to_json())
+    assert cli.main(["report", "--reports", str(tmp_path), str(matrix)]) == cli.EXIT_OK
+    first = (tmp_path / "demo.json").read_text()
+    assert "Changed since baseline" not in (tmp_path / "demo.md").read_text()
+    # the committed report as its own baseline: it is read before being rewritten
+    code = cli.main(["report", "--reports", str(tmp_path), "--baseline", str(tmp_path / "demo.json"), str(matrix)])
+    assert code == cli.EXIT_OK
+    assert "## Changed since baseline\n\nNo changes." in (tmp_path / "demo.md").read_text()
+    assert json.loads((tmp_path / "demo.json").read_text())["changes_since_baseline"] == []
+    assert json.loads(first)["cells"] == json.loads((tmp_path / "demo.json").read_text())["cells"]
+    rows = list(csv.DictReader((tmp_path / "demo.csv").open(newline="")))
+    assert len(rows) == len(RESULTS[1].subjects[0].observations)
+    assert rows[-1]["override"] == HOSTILE and rows[0]["label"] == "transformers 5.10.1"

@@ -1,8 +1,8 @@
 """`compat-matrix`: the host-side steps as commands. The library does the work; this turns errors into one-line
 messages and documented exit codes.
 
-Exit codes: 0 every cell ran and every expectation held; 1 an expectation failed; 2 a bad matrix file (nothing ran);
-3 a cell could not run.
+Exit codes: 0 every cell ran and every expectation held; 1 an expectation or baseline check failed; 2 a bad matrix
+or baseline file (nothing ran); 3 a cell could not run.
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from compat_matrix import cells, collect, render, verdict
+from compat_matrix.baseline import BaselineError, compare, failing, load_report
 from compat_matrix.results import OK, write_json_atomic
 from compat_matrix.spec import MatrixError, MatrixSpec, load_all
 
@@ -31,46 +33,82 @@ def display_path(path: Path) -> str:
         return str(path.resolve())
 
 
-def build_report(spec: MatrixSpec, reports: Path) -> tuple[str, dict, int]:
-    """Markdown and JSON for one matrix from its cell result files, and the exit code they call for."""
+@dataclass(frozen=True)
+class Built:
+    markdown: str
+    data: dict
+    csv: str
+    code: int
+
+
+def build_report(spec: MatrixSpec, reports: Path, baseline: dict | None = None) -> Built:
+    """Markdown, JSON and CSV for one matrix from its cell result files, and the exit code they call for."""
     results = collect.load_results(spec, cells.cells(spec), reports)
     frame = collect.collect(results)
     decided = verdict.verdicts(frame)
     unmet = verdict.unmet_expectations(decided, results, spec.subjects)
     file = display_path(spec.path)
     meta = render.ReportMeta(spec.name, file, f"COMPAT_MATRIX={file} nox -s matrix", spec.subjects)
+    data = render.report_json(decided, results, meta, unmet)
+    changes = compare(baseline, data) if baseline is not None else None
+    if changes is not None:
+        data["changes_since_baseline"] = [c.to_json() for c in changes]
     for r in results:
         print(f"{r.cell}: {r.status}" + (f" ({r.reason})" if r.reason else ""))
     for line in unmet:
         print(f"unmet expectation: {line}")
+    for change in changes or []:
+        print(f"since baseline: {change}")
     failed = any(r.status != OK or any(s.status != OK for s in r.subjects) for r in results)
-    code = EXIT_CELL_FAILED if failed else EXIT_UNMET if unmet else EXIT_OK
-    return (
-        render.markdown(frame, decided, results, meta, unmet),
-        render.report_json(decided, results, meta, unmet),
-        code,
-    )
+    code = EXIT_CELL_FAILED if failed else EXIT_UNMET if unmet or failing(changes or []) else EXIT_OK
+    text = render.markdown(frame, decided, results, meta, unmet, changes)
+    return Built(text, data, render.csv_text(frame), code)
 
 
-def write_report(reports: Path, name: str, text: str, data: dict) -> list[Path]:
-    md, js = reports / f"{name}.md", reports / f"{name}.json"
-    reports.mkdir(parents=True, exist_ok=True)
-    tmp = md.with_suffix(".md.tmp")
+def write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, md)
-    write_json_atomic(js, data)
-    return [md, js]
+    os.replace(tmp, path)
+
+
+def write_report(reports: Path, name: str, built: Built) -> list[Path]:
+    md, js, csv = (reports / f"{name}{suffix}" for suffix in (".md", ".json", ".csv"))
+    reports.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(md, built.markdown)
+    write_text_atomic(csv, built.csv)
+    write_json_atomic(js, built.data)
+    return [md, js, csv]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     specs = _load(args.files)
+    baselines = _baselines(args.baseline, specs)
     codes = [EXIT_OK]
     for spec in specs:
-        text, data, code = build_report(spec, args.reports)
-        paths = write_report(args.reports, spec.name, text, data)
+        built = build_report(spec, args.reports, baselines.get(spec.name))
+        paths = write_report(args.reports, spec.name, built)
         print(f"wrote {', '.join(display_path(p) for p in paths)}")
-        codes.append(code)
+        codes.append(built.code)
     return max(codes)
+
+
+def _baselines(paths: list[Path], specs: list[MatrixSpec]) -> dict[str, dict]:
+    """Baseline reports by matrix name, read before any report is rewritten (a baseline may be the report)."""
+    loaded = {}
+    for path in paths:
+        data = load_report(path)
+        if data.get("matrix") not in {s.name for s in specs}:
+            raise BaselineError(f"{path}: baseline of matrix {data.get('matrix')!r}, which is not being reported")
+        loaded[data["matrix"]] = data
+    return loaded
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    changes = compare(load_report(args.old), load_report(args.new))
+    for change in changes:
+        print(change)
+    print(f"{len(changes)} changes" if changes else "no changes")
+    return EXIT_UNMET if failing(changes) else EXIT_OK
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -103,11 +141,23 @@ def parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="merge cell result files into reports/<name>.md and .json")
     report.add_argument("files", nargs="+", type=Path, metavar="FILE.toml")
     report.add_argument("--reports", type=Path, default=Path("reports"), help="folder of reports (default: reports)")
+    report.add_argument(
+        "--baseline",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="OLD.json",
+        help="an earlier report of the same matrix: add what changed since; verdicts flipped or values changed exit 1",
+    )
     report.set_defaults(run=cmd_report)
     listing = sub.add_parser("list", help="the cells of the matrix files, one nox session each")
     listing.add_argument("files", nargs="+", type=Path, metavar="FILE.toml")
     listing.add_argument("--json", action="store_true", help="as JSON, for a CI job matrix")
     listing.set_defaults(run=cmd_list)
+    diff = sub.add_parser("diff", help="what changed between two reports; exit 1 if verdicts or values changed")
+    diff.add_argument("old", type=Path, metavar="OLD.json")
+    diff.add_argument("new", type=Path, metavar="NEW.json")
+    diff.set_defaults(run=cmd_diff)
     validate = sub.add_parser("validate", help="check matrix files; every problem on its own line")
     validate.add_argument("files", nargs="+", type=Path, metavar="FILE.toml")
     validate.set_defaults(run=cmd_validate)
@@ -121,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     except MatrixError as exc:
         for line in exc.problems:
             print(f"error: {line}", file=sys.stderr)
+        return EXIT_BAD_MATRIX
+    except BaselineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_MATRIX
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import html
+import json
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
+from compat_matrix.baseline import Change
 from compat_matrix.collect import newest_first, varying_axes
 from compat_matrix.probes import registry
 from compat_matrix.results import SCHEMA, CellResult
@@ -123,6 +125,7 @@ def markdown(
     results: list[CellResult],
     meta: ReportMeta,
     unmet: list[str] = (),
+    changes: list[Change] | None = None,
 ) -> str:
     out = [f"# compat-matrix: {meta.name}", ""]
     if unmet:
@@ -136,7 +139,12 @@ def markdown(
                 f"`{n}` ({'probed' if probed else 'no probe covers it'})" for n, _, probed in ran.overrides
             )
             out += [f"Overrides of transformers methods: {listed}.", ""]
-    out += [BASE_MEANING, "", "## Details", ""]
+    out += [BASE_MEANING, ""]
+    if changes is not None:
+        out += ["## Changed since baseline", ""]
+        out += [f"- {escape(str(c))}" for c in changes] or ["No changes."]
+        out += [""]
+    out += ["## Details", ""]
     for subject in meta.subjects:
         text, count, differing = details_table(frame, subject.target)
         out += [
@@ -205,3 +213,12 @@ def report_json(
         "unmet_expectations": list(unmet),
         "cells": cells,
     }
+
+
+def csv_text(frame: pd.DataFrame) -> str:
+    """Every observation, one row each, for spreadsheets; lists and dicts as JSON."""
+    columns = ["label", "cell", "target", "probe", "name", "override", "base", "same", "cell_status", "cell_reason"]
+    out = frame.sort_values("rank", kind="stable")[columns].copy()
+    for column in ("override", "base"):
+        out[column] = out[column].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(v, sort_keys=True))
+    return out.to_csv(index=False, lineterminator="\n")

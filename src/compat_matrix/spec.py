@@ -144,6 +144,8 @@ def parse(data: dict[str, Any], path: Path) -> MatrixSpec:
     timeout = _seconds(matrix, "timeout", DEFAULT_TIMEOUT, problem)
     cell_timeout = _seconds(matrix, "cell_timeout", DEFAULT_CELL_TIMEOUT, problem)
     axes = _axes(_table(data, "axes", problem), problem)
+    if data.get("axes") == {}:
+        problem("axes", {}, 'at least one axis, e.g. transformers = ["5.x"]')
     subjects = _subjects(data.get("subjects"), problem)
     exclude = _exclude(data.get("exclude", []), axes, problem)
 
@@ -200,8 +202,6 @@ def _requirements(values: Any, path: Path, problem) -> tuple[str, ...]:
 
 def _axes(table: dict[str, Any], problem) -> tuple[Axis, ...]:
     axes: list[Axis] = []
-    if not table:
-        problem("axes", table, 'at least one axis, e.g. transformers = ["5.x"]')
     for package, values in table.items():
         key = f"axes.{package}"
         if package != PYTHON and not _NAME.match(package):
