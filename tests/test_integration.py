@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -37,7 +40,7 @@ def test_default_matrix_rows_and_a_release_that_does_not_exist(tmp_path):
     matrix = tmp_path / "default-plus-missing.toml"
     matrix.write_text(text.replace('"5.x"]', '"5.x", "99.0"]'))
     done, report = run_matrix(matrix, tmp_path / "reports")
-    assert done.returncode != 0  # a cell could not run: the matrix says so
+    assert done.returncode == 3, done.stdout[-2000:]  # a cell could not run: the documented exit code
     by_version = {c["resolved"].get("transformers", c["requested"]["transformers"]): c for c in report["cells"]}
     assert by_version["99.0"]["status"] == "install-failed"
     assert "99.0" in by_version["99.0"]["reason"] and "\n" not in by_version["99.0"]["reason"]
@@ -50,3 +53,33 @@ def test_default_matrix_rows_and_a_release_that_does_not_exist(tmp_path):
         row = next(line for line in markdown.splitlines() if line.startswith(f"| transformers {version} "))
         assert row.count("enable→True, disable→False") == 2 and "| same" in row
     assert "| transformers 99.0 (requested)" in markdown
+
+
+def test_absent_interpreter_is_a_labelled_row_and_the_other_cell_runs(tmp_path):
+    text = (ROOT / "matrix" / "char-causal-lm-checkpointing.toml").read_text()
+    matrix = tmp_path / "pythons.toml"
+    matrix.write_text(
+        text.replace('name = "char-causal-lm-checkpointing"', 'name = "pythons"').replace(
+            'transformers = ["4.57.x", "5.14.1", "5.x"]', 'transformers = ["5.14.1"]\npython = ["3.11", "3.4"]'
+        )
+    )
+    done, report = run_matrix(matrix, tmp_path / "reports")
+    assert done.returncode == 3
+    by_python = {c["requested"]["python"]: c for c in report["cells"]}
+    assert by_python["3.4"]["status"] == "interpreter not found"
+    assert by_python["3.11"]["status"] == "ok" and by_python["3.11"]["resolved"]["python"].startswith("3.11")
+
+
+def test_bad_matrix_file_runs_nothing_and_exits_2(tmp_path):
+    matrix = tmp_path / "bad.toml"
+    matrix.write_text('[matrix]\nname = "bad name"\n')
+    env = {**os.environ, "COMPAT_MATRIX": str(matrix), "COMPAT_MATRIX_REPORTS": str(tmp_path / "reports")}
+    done = subprocess.run(
+        [sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "-s", "matrix"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert f"error: {matrix}: matrix.name = 'bad name'" in done.stderr + done.stdout
+    assert not (tmp_path / "reports" / ".cells").exists()
