@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import time
+import warnings
+
+import pytest
 
 from compat_matrix.probes import Probe
-from compat_matrix.runner import call_probe, discover_overrides
+from compat_matrix.runner import ProbeTimeout, call_probe, discover_overrides, run_isolated
 
 
 class Root:
@@ -38,10 +41,24 @@ def test_discover_overrides_lists_methods_over_the_base_package_and_whether_prob
     ]
 
 
-def test_a_probe_call_past_the_timeout_becomes_an_error_observation():
+def test_a_probe_call_past_the_timeout_raises_probe_timeout():
     def hangs(build):
         time.sleep(5)
         return {"never": True}
 
-    values = call_probe(Probe("hangs", hangs, ("m",)), build=lambda: None, timeout=0.2)
-    assert values == {"error": "ProbeTimeout: probe call exceeded the timeout of 0.2s"}
+    with pytest.raises(ProbeTimeout, match=r"exceeded the timeout of 0\.2s"):
+        call_probe(Probe("hangs", hangs, ("m",)), build=lambda: None, timeout=0.2)
+
+
+def test_an_exception_and_a_warning_are_observations():
+    def fails(build):
+        warnings.warn("old | name", DeprecationWarning, stacklevel=1)
+        raise ValueError("bad\nsecond line")
+
+    values = call_probe(Probe("fails", fails, ("m",)), build=lambda: None)
+    assert values == {"error": "ValueError: bad", "warnings": ["DeprecationWarning: old | name"]}
+
+
+def test_a_subject_that_cannot_be_imported_is_labelled_from_the_child():
+    result = run_isolated("no_such_module_here:Thing", ("m",), None, timeout=5)
+    assert result.status == "import-failed" and "No module named 'no_such_module_here'" in result.reason

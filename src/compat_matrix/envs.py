@@ -11,6 +11,7 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -60,6 +61,9 @@ def failed_result(spec: MatrixSpec, cell: Cell, status: str, reason: str) -> Cel
 def run_cell(spec: MatrixSpec, cell: Cell, python: Path, reports: Path, log=print) -> CellResult:
     """Install the cell's pins into the environment of `python`, run the probes, write and return the result."""
     out = result_path(reports, cell)
+    # SIGTERM (a CI runner, or nox stopping its parallel sessions) unwinds like Ctrl-C, so the runner's process
+    # group is stopped on the way out and no half-written result is left: results are only ever renamed in whole.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     start = time.monotonic()
     deadline = start + spec.cell_timeout
     result = _install(spec, cell, python, deadline, log) or _probe(spec, cell, python, out, deadline)
@@ -97,12 +101,20 @@ def _probe(spec: MatrixSpec, cell: Cell, python: Path, out: Path, deadline: floa
     out.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONPATH": str(SOURCE), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     command = [str(python), "-m", "compat_matrix.runner", str(request), str(out)]
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, env=env, timeout=max(1.0, deadline - time.monotonic())
-        )
-    except subprocess.TimeoutExpired:
-        return failed_result(spec, cell, TIMED_OUT, f"probes exceeded the cell limit of {spec.cell_timeout:g}s")
+    # Its own process group, so that a cell past its limit is stopped with every subject it forked.
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    ) as runner:
+        try:
+            stdout, stderr = runner.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(runner.pid, signal.SIGKILL)
+            runner.communicate()
+            return failed_result(spec, cell, TIMED_OUT, f"probes exceeded the cell limit of {spec.cell_timeout:g}s")
+        except BaseException:
+            os.killpg(runner.pid, signal.SIGKILL)
+            raise
+    done = subprocess.CompletedProcess(command, runner.returncode, stdout, stderr)
     sys.stderr.write(done.stderr[-4000:])
     if done.returncode != 0 or not out.exists():
         why = f"signal {-done.returncode}" if done.returncode < 0 else f"exit code {done.returncode}"

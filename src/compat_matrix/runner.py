@@ -12,9 +12,11 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import json
+import os
 import platform
 import signal
 import sys
+import tempfile
 import time
 import types
 import warnings
@@ -37,6 +39,9 @@ from compat_matrix.variants import BASE, OVERRIDE, VariantError, variant_classes
 
 BUILDS_ON = "transformers"
 DEFAULT_TIMEOUT = 300.0  # seconds per probe call, as in compat_matrix.spec
+WATCHDOG_GRACE = 10.0  # seconds past the timeout before the parent kills a subject the alarm did not stop
+CRASHED = "crashed"
+TIMED_OUT = "timed-out"
 METHOD_TYPES = (types.FunctionType, classmethod, staticmethod, property)
 
 
@@ -61,12 +66,14 @@ def time_limit(seconds: float) -> Iterator[None]:
 
 
 def call_probe(probe: Probe, build: Callable[[], Any], timeout: float = DEFAULT_TIMEOUT) -> Values:
-    """Run one probe on one variant; exceptions, warnings and a timeout become observations."""
+    """Run one probe on one variant; exceptions and warnings become observations. Raises ProbeTimeout."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             with time_limit(timeout):
                 values = dict(probe.func(build))
+        except ProbeTimeout:
+            raise
         except Exception as exc:
             values = {"error": describe_exception(exc)}
     texts = sorted({f"{w.category.__name__}: {one_line(str(w.message))}" for w in caught})
@@ -96,8 +103,13 @@ def discover_overrides(cls: type, package: str = BUILDS_ON) -> list[tuple[str, s
 
 
 def run_subject(
-    target: str, methods: tuple[str, ...], factory_ref: str | None, timeout: float = DEFAULT_TIMEOUT
+    target: str,
+    methods: tuple[str, ...],
+    factory_ref: str | None,
+    timeout: float = DEFAULT_TIMEOUT,
+    on_call: Callable[[str], None] = lambda where: None,
 ) -> SubjectResult:
+    """Every probe that exercises one of `methods`, on both variants; `on_call` hears which call starts next."""
     failed = SubjectResult(target=target, methods=methods)
     try:
         cls = load_callable(target)
@@ -114,10 +126,63 @@ def run_subject(
         return replace(failed, status="bad-subject", reason=str(exc))
     probes = probes_for(methods)
     observations: list[Observation] = []
+    done = replace(failed, probes=tuple(p.name for p in probes))
     for probe in probes:
-        values = {variant: call_probe(probe, lambda klass=klass: factory(klass)) for variant, klass in variants.items()}
+        values = {}
+        for variant, klass in variants.items():
+            on_call(f"{probe.name} ({variant})")
+            try:
+                values[variant] = call_probe(probe, lambda klass=klass: factory(klass), timeout)
+            except ProbeTimeout as exc:
+                why = f"{probe.name} ({variant}): {exc}"
+                return replace(done, status=TIMED_OUT, reason=why, observations=tuple(observations))
         observations += pair(probe.name, values)
-    return replace(failed, probes=tuple(p.name for p in probes), observations=tuple(observations))
+    return replace(done, observations=tuple(observations))
+
+
+def run_isolated(target: str, methods: tuple[str, ...], factory_ref: str | None, timeout: float) -> SubjectResult:
+    """`run_subject` in a forked child: torch and transformers are already imported, so the child starts at once,
+    and a subject that aborts, segfaults or hangs past the timeout costs only its own result.
+
+    The child names each probe call in a progress file before making it; the parent kills a child whose current
+    call has run `timeout + WATCHDOG_GRACE` seconds (a hang that the in-child alarm cannot interrupt)."""
+    with tempfile.TemporaryDirectory(prefix="compat-matrix-") as tmp:
+        progress, out = Path(tmp, "progress"), Path(tmp, "result.json")
+        progress.write_text("starting")
+        pid = os.fork()
+        if pid == 0:  # the child: run, write, leave without running the parent's cleanup
+            code = 1
+            try:
+                result = run_subject(target, methods, factory_ref, timeout, on_call=progress.write_text)
+                out.write_text(json.dumps(result.to_json()))
+                code = 0
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        status, killed = _wait(pid, progress, timeout + WATCHDOG_GRACE)
+        where = progress.read_text()
+        failed = SubjectResult(target=target, methods=methods)
+        if killed:
+            return replace(failed, status=TIMED_OUT, reason=f"{where}: no answer after {timeout + WATCHDOG_GRACE:g}s")
+        if os.WIFSIGNALED(status):
+            name = signal.Signals(os.WTERMSIG(status)).name
+            return replace(failed, status=CRASHED, reason=f"{where}: killed by {name}")
+        if os.WEXITSTATUS(status) != 0 or not out.exists():
+            return replace(failed, status=CRASHED, reason=f"{where}: exited with code {os.WEXITSTATUS(status)}")
+        return SubjectResult.from_json(json.loads(out.read_text()))
+
+
+def _wait(pid: int, progress: Path, limit: float) -> tuple[int, bool]:
+    """Wait for the child; kill it once its current call has taken `limit` seconds. Returns (status, killed)."""
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status, False
+        if time.time() - progress.stat().st_mtime > limit:
+            os.kill(pid, signal.SIGKILL)
+            return os.waitpid(pid, 0)[1], True
+        time.sleep(0.1)
 
 
 def installed_versions(packages: list[str]) -> dict[str, str]:
@@ -135,7 +200,10 @@ def run(request: dict[str, Any]) -> CellResult:
     import torch  # noqa: F401  paid once per cell, before any subject
     import transformers  # noqa: F401
 
-    subjects = tuple(run_subject(s["target"], tuple(s["methods"]), s.get("factory")) for s in request["subjects"])
+    timeout = request.get("timeout", DEFAULT_TIMEOUT)
+    subjects = tuple(
+        run_isolated(s["target"], tuple(s["methods"]), s.get("factory"), timeout) for s in request["subjects"]
+    )
     return CellResult(
         matrix=request["matrix"],
         cell=request["cell"],

@@ -247,6 +247,8 @@ def _subjects(values: Any, problem) -> tuple[Subject, ...]:
         factory = table.get("factory")
         if factory is not None and (not isinstance(factory, str) or not _TARGET.match(factory)):
             problem(f"{key}.factory", factory, "as 'module:callable'")
+        if target in {s.target for s in subjects}:
+            problem(f"{key}.target", target, "listed twice; each subject once")
         expect = _expectations(table.get("expect", {}), f"{key}.expect", problem)
         subjects.append(Subject(str(target), tuple(methods), factory, expect))
     return tuple(subjects)
