@@ -43,7 +43,8 @@ SELFCHECK_CELLS = [(SELFCHECK, cell) for cell in cells.cells(SELFCHECK)]
 def cell_session(matrix_spec: spec.MatrixSpec, cell: cells.Cell, reports: Path) -> None:
     def run(session: nox.Session) -> None:
         python = Path(session.bin) / "python"
-        envs.run_cell(matrix_spec, cell, python, reports, log=session.log)
+        cached = os.environ.get("COMPAT_MATRIX_CACHED") == "1"
+        envs.run_cell(matrix_spec, cell, python, reports, log=session.log, cached=cached)
 
     def unavailable(session: nox.Session) -> None:
         envs.write_unavailable(matrix_spec, cell, reports)
@@ -67,15 +68,18 @@ def run_cells_then_report(session: nox.Session, ids: list[str], reports: Path, f
     An interrupt (Ctrl-C, SIGTERM) stops the cells; the report is still written, unfinished cells `not run`."""
     session.install(str(ROOT))
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    cached = "--cached" in session.posargs  # reuse results whose fingerprint is unchanged
+    options = [arg for arg in session.posargs if arg != "--cached"]
     interrupted = False
     with envs.run_lock(reports, log=session.log):
         if ids:
             nested = [sys.executable, "-m", "nox", "-f", __file__, "--parallel", str(LANES), "-s", *ids]
             try:
-                session.run(*nested, external=True, success_codes=range(256))
+                env = {"COMPAT_MATRIX_CACHED": "1" if cached else "0"}
+                session.run(*nested, env=env, external=True, success_codes=range(256))
             except KeyboardInterrupt:
                 interrupted = True
-        report = [Path(session.bin) / "compat-matrix", "report", "--reports", reports, *files, *session.posargs]
+        report = [Path(session.bin) / "compat-matrix", "report", "--reports", reports, *files, *options]
         code = subprocess.run(report).returncode
     if interrupted or code:
         sys.exit(130 if interrupted else code)

@@ -79,3 +79,22 @@ def test_exclude_rules_drop_matching_combinations(tmp_path):
         {"transformers": "4.57.x", "torch": "2.13.0"},
         {"transformers": "5.x", "torch": "2.14.1"},
     ]
+
+
+def test_environment_fingerprint_follows_pins_and_local_contents(tmp_path):
+    from compat_matrix.envs import environment_key
+
+    lib = tmp_path / "lib"
+    (lib / "src").mkdir(parents=True)
+    (lib / "pyproject.toml").write_text('[project]\nname = "lib"\n')
+    (lib / "src" / "code.py").write_text("x = 1\n")
+    matrix = spec(Axis("transformers", ("5.x",)), requirements=(str(lib),))
+    (cell,) = cells(matrix)
+    first = environment_key(matrix, cell)
+    (lib / "__pycache__").mkdir()
+    (lib / "__pycache__" / "code.pyc").write_bytes(b"cache")
+    assert environment_key(matrix, cell) == first  # caches are not contents
+    (lib / "src" / "code.py").write_text("x = 2\n")
+    assert environment_key(matrix, cell) != first
+    (other,) = cells(spec(Axis("transformers", ("5.14.1",)), requirements=(str(lib),)))
+    assert environment_key(matrix, other) != environment_key(matrix, cell)

@@ -59,11 +59,15 @@ def cells(spec: MatrixSpec) -> list[Cell]:
 def install_args(spec: MatrixSpec, cell: Cell) -> list[str]:
     """What the installer gets: the cell's pins, then the matrix's requirements (names or local paths).
 
-    A local project is rebuilt on every run, so an edit to its code is what the probes see; uv would otherwise
-    keep the copy it installed before.
+    A local project is rebuilt whenever the environment is installed (its contents are part of the environment's
+    fingerprint), so an edit to its code is what the probes see; uv would otherwise keep the copy it installed.
     """
     local = [name for r in spec.requirements if is_local(r) and (name := project_name(Path(r)))]
     return [*cell.pins, *spec.requirements, *(f"--reinstall-package={name}" for name in local)]
+
+
+def local_requirements(spec: MatrixSpec) -> list[Path]:
+    return [Path(r) for r in spec.requirements if is_local(r)]
 
 
 def project_name(path: Path) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -19,8 +20,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from compat_matrix.cells import Cell, install_args, result_path, runner_request
-from compat_matrix.results import CellResult, write_json_atomic
+from compat_matrix.cells import Cell, install_args, local_requirements, result_path, runner_request
+from compat_matrix.results import CellResult, ResultFileError, read_cell_result, write_json_atomic
 from compat_matrix.spec import MatrixSpec
 
 INSTALL_FAILED = "install-failed"
@@ -29,6 +30,8 @@ TIMED_OUT = "timed-out"
 NO_INTERPRETER = "interpreter not found"
 REASON_LIMIT = 400
 LOCK = ".lock"
+STAMP = ".compat-matrix-installed"  # in the environment: the fingerprint of what was installed
+_SKIP = {".git", ".nox", "__pycache__", "build", "dist", ".venv", ".pytest_cache", ".ruff_cache"}
 # The in-environment modules need only the standard library, so the cell imports them from here, uninstalled.
 SOURCE = Path(__file__).resolve().parent.parent
 _DECORATION = " ×╰─▶│├╭╮╯┬┴┼|:-"
@@ -58,24 +61,76 @@ def failed_result(spec: MatrixSpec, cell: Cell, status: str, reason: str) -> Cel
     return CellResult(spec.name, cell.id, cell.requested, status=status, reason=reason)
 
 
-def run_cell(spec: MatrixSpec, cell: Cell, python: Path, reports: Path, log=print) -> CellResult:
-    """Install the cell's pins into the environment of `python`, run the probes, write and return the result."""
+def run_cell(spec: MatrixSpec, cell: Cell, python: Path, reports: Path, log=print, cached: bool = False) -> CellResult:
+    """Install the cell's pins into the environment of `python` (unless it already has exactly them), run the
+    probes, write and return the result. With `cached`, an earlier ok result with the same fingerprint is reused."""
     out = result_path(reports, cell)
     # SIGTERM (a CI runner, or nox stopping its parallel sessions) unwinds like Ctrl-C, so the runner's process
     # group is stopped on the way out and no half-written result is left: results are only ever renamed in whole.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     start = time.monotonic()
-    deadline = start + spec.cell_timeout
-    result = _install(spec, cell, python, deadline, log) or _probe(spec, cell, python, out, deadline)
-    if result.seconds is None:
-        result = replace(result, seconds=round(time.monotonic() - start, 2))
-    if result.status != "ok" or not out.exists():
-        write_json_atomic(out, result.to_json())
-    log(f"{cell.id}: {result.status}" + (f" ({result.reason})" if result.reason else "") + f" -> {out}")
+    environment = environment_key(spec, cell)
+    key = fingerprint(environment, suite_key(), json.dumps(runner_request(spec, cell), sort_keys=True))
+    previous = _previous(out) if cached else None
+    if previous is not None and previous.status == "ok" and previous.cache_key == key:
+        result = replace(previous, reused=True)
+    else:
+        deadline = start + spec.cell_timeout
+        result = _install(spec, cell, python, environment, deadline, log) or _probe(spec, cell, python, out, deadline)
+        result = replace(result, cache_key=key, seconds=round(time.monotonic() - start, 2))
+    write_json_atomic(out, result.to_json())
+    log(progress_line(result))
     return result
 
 
-def _install(spec: MatrixSpec, cell: Cell, python: Path, deadline: float, log) -> CellResult | None:
+def progress_line(result: CellResult) -> str:
+    """One line per finished cell: what got installed, how long it took, and the verdict material."""
+    versions = ", ".join(f"{k} {v}" for k, v in result.resolved.items() if k != "python")
+    subjects = ", ".join(f"{s.target.rsplit(':', 1)[-1]} {s.status}" for s in result.subjects)
+    parts = [result.cell, result.status + (" (reused)" if result.reused else ""), versions, subjects]
+    parts += [f"{result.seconds:.1f} s" if result.seconds is not None else "", result.reason or ""]
+    return " | ".join(p for p in parts if p)
+
+
+def fingerprint(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def tree_key(path: Path) -> str:
+    """The contents of a local requirement: every file's path and bytes, less caches and build output."""
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file() and not _skipped(p.relative_to(path).parts)):
+        digest.update(str(file.relative_to(path)).encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _skipped(parts: tuple[str, ...]) -> bool:
+    return any(part in _SKIP or part.endswith(".egg-info") for part in parts)
+
+
+def environment_key(spec: MatrixSpec, cell: Cell) -> str:
+    """What the environment must hold: the install arguments, and the contents of local requirements."""
+    return fingerprint(json.dumps(install_args(spec, cell)), *(tree_key(p) for p in local_requirements(spec)))
+
+
+def suite_key() -> str:
+    """The in-environment code that produced a result: a change to any probe makes earlier results stale."""
+    package = SOURCE / "compat_matrix"
+    return fingerprint(*(f.read_text(encoding="utf-8") for f in sorted(package.glob("*.py"))))
+
+
+def _previous(path: Path) -> CellResult | None:
+    try:
+        return read_cell_result(path)
+    except ResultFileError:
+        return None
+
+
+def _install(spec: MatrixSpec, cell: Cell, python: Path, environment: str, deadline: float, log) -> CellResult | None:
+    stamp = python.parent.parent / STAMP
+    if stamp.exists() and stamp.read_text() == environment:
+        return None  # a warm environment with exactly these pins: nothing to install
+    stamp.unlink(missing_ok=True)
     uv = shutil.which("uv") or "uv"
     command = [uv, "pip", "install", "--python", str(python), *install_args(spec, cell)]
     log(" ".join(command))
@@ -89,9 +144,10 @@ def _install(spec: MatrixSpec, cell: Cell, python: Path, deadline: float, log) -
         )
     except subprocess.TimeoutExpired:
         return failed_result(spec, cell, TIMED_OUT, f"install exceeded the cell limit of {spec.cell_timeout:g}s")
-    log(done.stderr.strip())
     if done.returncode != 0:
+        log(done.stderr.strip())
         return failed_result(spec, cell, INSTALL_FAILED, installer_reason(done.stderr + done.stdout))
+    stamp.write_text(environment)
     return None
 
 

@@ -111,7 +111,7 @@ def versions_table(results: list[CellResult]) -> str:
         rows.append(
             {
                 "requested": requested,
-                "status": r.status,
+                "status": r.status + (" (reused)" if r.reused else ""),
                 "seconds": fmt(r.seconds),
                 **{p: r.resolved.get(p, "—") for p in packages},
             }
@@ -199,7 +199,7 @@ def report_json(
                 "cell": r.cell,
                 "requested": r.requested,
                 "resolved": r.resolved,
-                "status": r.status,
+                "status": r.status + (" (reused)" if r.reused else ""),
                 "reason": r.reason,
                 "seconds": r.seconds,
                 "subjects": subjects,

@@ -109,6 +109,9 @@ class CellResult:
     reason: str | None = None
     subjects: tuple[SubjectResult, ...] = ()
     seconds: float | None = None
+    # Fingerprint of the installed pins, local requirements' contents, probe suite and subjects (see envs).
+    cache_key: str | None = None
+    reused: bool = False  # taken from an earlier run with the same cache_key (`--cached`)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -120,6 +123,8 @@ class CellResult:
             "status": self.status,
             "reason": self.reason,
             "seconds": self.seconds,
+            "cache_key": self.cache_key,
+            "reused": self.reused,
             "subjects": [s.to_json() for s in self.subjects],
         }
 
@@ -133,6 +138,8 @@ class CellResult:
             status=data["status"],
             reason=data["reason"],
             seconds=data.get("seconds"),
+            cache_key=data.get("cache_key"),
+            reused=data.get("reused", False),
             subjects=tuple(SubjectResult.from_json(s) for s in data["subjects"]),
         )
 
