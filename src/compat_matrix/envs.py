@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from compat_matrix.cells import Cell, install_args, local_requirements, result_path, runner_request
-from compat_matrix.results import CellResult, ResultFileError, read_cell_result, write_json_atomic
+from compat_matrix.results import CellResult, ResultFileError, SubjectResult, read_cell_result, write_json_atomic
 from compat_matrix.spec import MatrixSpec
 
 INSTALL_FAILED = "install-failed"
@@ -86,10 +86,16 @@ def run_cell(spec: MatrixSpec, cell: Cell, python: Path, reports: Path, log=prin
 def progress_line(result: CellResult) -> str:
     """One line per finished cell: what got installed, how long it took, and the verdict material."""
     versions = ", ".join(f"{k} {v}" for k, v in result.resolved.items() if k != "python")
-    subjects = ", ".join(f"{s.target.rsplit(':', 1)[-1]} {s.status}" for s in result.subjects)
+    subjects = ", ".join(f"{s.target.rsplit(':', 1)[-1]} {_verdict(s)}" for s in result.subjects)
     parts = [result.cell, result.status + (" (reused)" if result.reused else ""), versions, subjects]
     parts += [f"{result.seconds:.1f} s" if result.seconds is not None else "", result.reason or ""]
     return " | ".join(p for p in parts if p)
+
+
+def _verdict(subject: SubjectResult) -> str:
+    if subject.status != "ok":
+        return subject.status
+    return "same" if all(o.same for o in subject.observations) else "differs"
 
 
 def fingerprint(*parts: str) -> str:
@@ -171,8 +177,8 @@ def _probe(spec: MatrixSpec, cell: Cell, python: Path, out: Path, deadline: floa
             os.killpg(runner.pid, signal.SIGKILL)
             raise
     done = subprocess.CompletedProcess(command, runner.returncode, stdout, stderr)
-    sys.stderr.write(done.stderr[-4000:])
     if done.returncode != 0 or not out.exists():
+        sys.stderr.write(done.stderr[-4000:])
         why = f"signal {-done.returncode}" if done.returncode < 0 else f"exit code {done.returncode}"
         tail = installer_reason(done.stderr.strip().splitlines()[-1]) if done.stderr.strip() else ""
         return failed_result(spec, cell, CRASHED, f"probe runner ended with {why}" + (f": {tail}" if tail else ""))
