@@ -76,7 +76,8 @@ def run_cells_then_report(session: nox.Session, ids: list[str], reports: Path, f
             nested = [sys.executable, "-m", "nox", "-f", __file__, "--parallel", str(LANES), "-s", *ids]
             try:
                 env = {"COMPAT_MATRIX_CACHED": "1" if cached else "0"}
-                session.run(*nested, env=env, external=True, success_codes=range(256))
+                # On an interrupt nox sends the nested nox SIGINT; give it time to stop its cells in order.
+                session.run(*nested, env=env, external=True, success_codes=range(256), interrupt_timeout=30)
             except KeyboardInterrupt:
                 interrupted = True
         report = [Path(session.bin) / "compat-matrix", "report", "--reports", reports, *files, *options]

@@ -42,8 +42,11 @@ def nox_matrix(matrix: Path, reports: Path, *options: str) -> float:
     return timed(command, COMPAT_MATRIX=str(matrix), COMPAT_MATRIX_REPORTS=str(reports))
 
 
-def cell_pythons(name: str) -> list[Path]:
-    return sorted(ROOT.glob(f".nox/cell-{name}-*/bin/python"))
+def cell_pythons(matrix: spec.MatrixSpec) -> list[Path]:
+    """The interpreters of the matrix's cell environments, where nox keeps them."""
+    from nox.sessions import _normalize_path
+
+    return [Path(_normalize_path(str(ROOT / ".nox"), cell.id)) / "bin" / "python" for cell in cells.cells(matrix)]
 
 
 def floor(pythons: list[Path], module: str) -> float:
@@ -96,7 +99,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         nox_matrix(MATRIX, folder / "warmup")  # environments exist and are installed
-        pythons = cell_pythons(default.name)
+        pythons = cell_pythons(default)
         single = floor(pythons[:1], module)
         base = floor(pythons, module)
         show("floor: one import of torch + transformers + subject", f"{single:6.1f} s")

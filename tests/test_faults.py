@@ -110,3 +110,6 @@ def test_interrupt_keeps_finished_cells_and_labels_the_rest(tmp_path):
     assert by_version["5.14.1"]["status"] == "ok"
     assert by_version["4.57.x"]["status"] == "not run"
     assert not list(reports.rglob("*.tmp"))
+    time.sleep(3)
+    leftover = subprocess.run(["pgrep", "-f", str(reports)], capture_output=True, text=True).stdout.split()
+    assert leftover == [], "processes of the interrupted run outlived it"

@@ -227,3 +227,42 @@ def test_report_with_baseline_adds_the_section_and_csv(tmp_path):
     rows = list(csv.DictReader((tmp_path / "demo.csv").open(newline="")))
     assert len(rows) == len(RESULTS[1].subjects[0].observations)
     assert rows[-1]["override"] == HOSTILE and rows[0]["label"] == "transformers 5.10.1"
+
+
+def test_truncate_keeps_the_tables_and_cuts_details_first():
+    text, _ = rendered()
+    assert render.truncate(text, 10**6) == text
+    head = text.split("## Details")[0]
+    cut = render.truncate(text, len(text.encode()) - 10)
+    assert cut.startswith(head) and render.TRUNCATED in cut and "## Versions" in cut and "<details>" not in cut
+    tiny = render.truncate(text, 10)
+    assert tiny.startswith(head) and "## Versions" not in tiny
+
+
+def test_list_json_is_one_line_for_a_ci_matrix(tmp_path, capsys):
+    matrix = tmp_path / "demo.toml"
+    matrix.write_text(
+        f'[matrix]\nname = "demo"\n[axes]\ntransformers = ["5.x", "4.57.x"]\n[[subjects]]\ntarget = "{TARGET}"\n'
+    )
+    assert cli.main(["list", "--json", "--compact", str(matrix)]) == cli.EXIT_OK
+    out = capsys.readouterr().out.strip()
+    assert "\n" not in out
+    assert [c["session"] for c in json.loads(out)] == [
+        "cell:demo:transformers=5.x",
+        "cell:demo:transformers=4.57.x",
+    ]
+
+
+def test_a_folder_of_committed_reports_is_a_baseline_and_the_summary_is_capped(tmp_path):
+    matrix = tmp_path / "demo.toml"
+    matrix.write_text(
+        f'[matrix]\nname = "demo"\n[axes]\ntransformers = ["5.10.1"]\n[[subjects]]\ntarget = "{TARGET}"\n'
+    )
+    (cell,) = cells(load(matrix))
+    write_json_atomic(result_path(tmp_path, cell), RESULTS[1].to_json())
+    summary = tmp_path / "summary.md"
+    args = ["report", "--reports", str(tmp_path), "--baseline", str(tmp_path), str(matrix)]
+    assert cli.main(args) == cli.EXIT_OK  # no earlier report in the folder: no baseline
+    assert cli.main([*args, "--summary", str(summary), "--limit", "2000"]) == cli.EXIT_OK
+    assert "## Changed since baseline" in (tmp_path / "demo.md").read_text()
+    assert len(summary.read_bytes()) <= 2001 and "| transformers 5.10.1" in summary.read_text()

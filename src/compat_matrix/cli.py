@@ -23,6 +23,7 @@ EXIT_OK = 0
 EXIT_UNMET = 1
 EXIT_BAD_MATRIX = 2
 EXIT_CELL_FAILED = 3
+SUMMARY_LIMIT = 1_000_000  # GitHub's step summary holds 1 MiB
 
 
 def display_path(path: Path) -> str:
@@ -88,19 +89,35 @@ def cmd_report(args: argparse.Namespace) -> int:
         built = build_report(spec, args.reports, baselines.get(spec.name))
         paths = write_report(args.reports, spec.name, built)
         print(f"wrote {', '.join(display_path(p) for p in paths)}")
+        if args.summary:
+            with open(args.summary, "a", encoding="utf-8") as summary:
+                summary.write(render.truncate(built.markdown, args.limit // len(specs)) + "\n")
         codes.append(built.code)
     return max(codes)
 
 
 def _baselines(paths: list[Path], specs: list[MatrixSpec]) -> dict[str, dict]:
-    """Baseline reports by matrix name, read before any report is rewritten (a baseline may be the report)."""
-    loaded = {}
+    """Baseline reports by matrix name, read before any report is rewritten (a baseline may be the report).
+    A folder stands for the `<name>.json` of every matrix being reported that it holds."""
+    names = {s.name for s in specs}
+    files = []
     for path in paths:
+        files += (
+            [path / f"{n}.json" for n in sorted(names) if (path / f"{n}.json").exists()] if path.is_dir() else [path]
+        )
+    loaded = {}
+    for path in files:
         data = load_report(path)
-        if data.get("matrix") not in {s.name for s in specs}:
+        if data.get("matrix") not in names:
             raise BaselineError(f"{path}: baseline of matrix {data.get('matrix')!r}, which is not being reported")
         loaded[data["matrix"]] = data
     return loaded
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    for path in args.reports:
+        print(render.truncate(path.read_text(encoding="utf-8"), args.limit // len(args.reports)))
+    return EXIT_OK
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -118,7 +135,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         for s in specs
         for c in cells.cells(s)
     ]
-    print(json.dumps(listed, indent=2) if args.json else "\n".join(item["session"] for item in listed))
+    if args.json:
+        print(json.dumps(listed, separators=(",", ":")) if args.compact else json.dumps(listed, indent=2))
+    else:
+        print("\n".join(item["session"] for item in listed))
     return EXIT_OK
 
 
@@ -147,17 +167,24 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="OLD.json",
-        help="an earlier report of the same matrix: add what changed since; verdicts flipped or values changed exit 1",
+        help="an earlier report, or a folder of them: add what changed; flipped verdicts or changed values exit 1",
     )
+    report.add_argument("--summary", type=Path, help="also append the markdown, cut to --limit bytes, to this file")
+    report.add_argument("--limit", type=int, default=SUMMARY_LIMIT, help="bytes for --summary (default: 1,000,000)")
     report.set_defaults(run=cmd_report)
     listing = sub.add_parser("list", help="the cells of the matrix files, one nox session each")
     listing.add_argument("files", nargs="+", type=Path, metavar="FILE.toml")
     listing.add_argument("--json", action="store_true", help="as JSON, for a CI job matrix")
+    listing.add_argument("--compact", action="store_true", help="JSON on one line (for $GITHUB_OUTPUT)")
     listing.set_defaults(run=cmd_list)
     diff = sub.add_parser("diff", help="what changed between two reports; exit 1 if verdicts or values changed")
     diff.add_argument("old", type=Path, metavar="OLD.json")
     diff.add_argument("new", type=Path, metavar="NEW.json")
     diff.set_defaults(run=cmd_diff)
+    summary = sub.add_parser("summary", help="print reports cut to a size, tables first (for a CI summary or comment)")
+    summary.add_argument("reports", nargs="+", type=Path, metavar="REPORT.md")
+    summary.add_argument("--limit", type=int, default=SUMMARY_LIMIT, help="bytes in all (default: 1,000,000)")
+    summary.set_defaults(run=cmd_summary)
     validate = sub.add_parser("validate", help="check matrix files; every problem on its own line")
     validate.add_argument("files", nargs="+", type=Path, metavar="FILE.toml")
     validate.set_defaults(run=cmd_validate)

@@ -222,3 +222,19 @@ def csv_text(frame: pd.DataFrame) -> str:
     for column in ("override", "base"):
         out[column] = out[column].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(v, sort_keys=True))
     return out.to_csv(index=False, lineterminator="\n")
+
+
+TRUNCATED = "*Details truncated to fit; the full report is in the uploaded reports.*"
+
+
+def truncate(markdown: str, limit: int) -> str:
+    """`markdown` in at most `limit` bytes (UTF-8): the details go first, then the versions; the tables at the top
+    (and the unmet expectations and changes since the baseline) are never cut."""
+    if len(markdown.encode()) <= limit:
+        return markdown
+    head, _, rest = markdown.partition("## Details")
+    _, _, tail = rest.partition("## Versions")
+    for candidate in (f"{head}{TRUNCATED}\n\n## Versions{tail}", f"{head}{TRUNCATED}\n"):
+        if len(candidate.encode()) <= limit:
+            return candidate
+    return f"{head}{TRUNCATED}\n"

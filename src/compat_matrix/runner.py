@@ -10,6 +10,7 @@ inside a probe is an observation, not a failure of the cell. Writes the cell res
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib.metadata
 import json
 import os
@@ -41,6 +42,7 @@ BUILDS_ON = "transformers"
 DEFAULT_TIMEOUT = 300.0  # seconds per probe call, as in compat_matrix.spec
 WATCHDOG_GRACE = 10.0  # seconds past the timeout before the parent kills a subject the alarm did not stop
 CRASHED = "crashed"
+PR_SET_PDEATHSIG = 1  # prctl(2)
 TIMED_OUT = "timed-out"
 METHOD_TYPES = (types.FunctionType, classmethod, staticmethod, property)
 
@@ -151,6 +153,7 @@ def run_isolated(target: str, methods: tuple[str, ...], factory_ref: str | None,
         progress.write_text("starting")
         pid = os.fork()
         if pid == 0:  # the child: run, write, leave without running the parent's cleanup
+            die_with_parent()
             code = 1
             try:
                 result = run_subject(target, methods, factory_ref, timeout, on_call=progress.write_text)
@@ -195,7 +198,14 @@ def installed_versions(packages: list[str]) -> dict[str, str]:
     return versions
 
 
+def die_with_parent() -> None:
+    """Ask Linux to kill this process when its parent dies, so that nothing outlives an interrupted run."""
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: the cell's own limit still stops the run
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def run(request: dict[str, Any]) -> CellResult:
+    die_with_parent()
     start = time.monotonic()
     import torch  # noqa: F401  paid once per cell, before any subject
     import transformers  # noqa: F401
