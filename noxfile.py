@@ -66,24 +66,36 @@ def run_cells_then_report(session: nox.Session, ids: list[str], reports: Path, f
     """Run the cells in parallel (a nested nox, so one cell never stops another), then the report command, and
     end nox with the report's exit code: 0 ok, 1 expectation unmet, 2 bad matrix file, 3 a cell could not run.
     An interrupt (Ctrl-C, SIGTERM) stops the cells; the report is still written, unfinished cells `not run`."""
-    session.install(str(ROOT))
+    install_project(session)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     cached = "--cached" in session.posargs  # reuse results whose fingerprint is unchanged
     options = [arg for arg in session.posargs if arg != "--cached"]
     interrupted = False
     with envs.run_lock(reports, log=session.log):
-        if ids:
-            nested = [sys.executable, "-m", "nox", "-f", __file__, "--parallel", str(LANES), "-s", *ids]
-            try:
+        # Started first, so that its imports (pandas) overlap the cells; it reads the results once told to.
+        command = [Path(session.bin) / "compat-matrix", "report", "--wait", "--reports", reports, *files, *options]
+        report = subprocess.Popen(command, stdin=subprocess.PIPE, text=True)
+        try:
+            if ids:
+                nested = [sys.executable, "-m", "nox", "-f", __file__, "--parallel", str(LANES), "-s", *ids]
                 env = {"COMPAT_MATRIX_CACHED": "1" if cached else "0"}
                 # On an interrupt nox sends the nested nox SIGINT; give it time to stop its cells in order.
                 session.run(*nested, env=env, external=True, success_codes=range(256), interrupt_timeout=30)
-            except KeyboardInterrupt:
-                interrupted = True
-        report = [Path(session.bin) / "compat-matrix", "report", "--reports", reports, *files, *options]
-        code = subprocess.run(report).returncode
-    if interrupted or code:
-        sys.exit(130 if interrupted else code)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            report.communicate("go\n")
+    if interrupted or report.returncode:
+        sys.exit(130 if interrupted else report.returncode)
+
+
+def install_project(session: nox.Session) -> None:
+    """compat-matrix itself, for the report command; only when its code changed since the last install."""
+    key = envs.fingerprint(envs.tree_key(ROOT / "src"), (ROOT / "pyproject.toml").read_text())
+    stamp = Path(session.virtualenv.location) / envs.STAMP
+    if not (stamp.exists() and stamp.read_text() == key):
+        session.install(str(ROOT))
+        stamp.write_text(key)
 
 
 @nox.session

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +83,8 @@ def write_report(reports: Path, name: str, built: Built) -> list[Path]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    if args.wait:
+        wait_for_go()
     specs = _load(args.files)
     baselines = _baselines(args.baseline, specs)
     codes = [EXIT_OK]
@@ -94,6 +97,17 @@ def cmd_report(args: argparse.Namespace) -> int:
                 summary.write(render.truncate(built.markdown, args.limit // len(specs)) + "\n")
         codes.append(built.code)
     return max(codes)
+
+
+def wait_for_go() -> None:
+    """Block until a line (or end of input) arrives on standard input. Interrupts are ignored meanwhile: whoever
+    started this process stops the cells first and then lets the report be written."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        sys.stdin.readline()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _baselines(paths: list[Path], specs: list[MatrixSpec]) -> dict[str, dict]:
@@ -170,6 +184,7 @@ def parser() -> argparse.ArgumentParser:
         help="an earlier report, or a folder of them: add what changed; flipped verdicts or changed values exit 1",
     )
     report.add_argument("--summary", type=Path, help="also append the markdown, cut to --limit bytes, to this file")
+    report.add_argument("--wait", action="store_true", help="read one line of standard input before starting")
     report.add_argument("--limit", type=int, default=SUMMARY_LIMIT, help="bytes for --summary (default: 1,000,000)")
     report.set_defaults(run=cmd_report)
     listing = sub.add_parser("list", help="the cells of the matrix files, one nox session each")

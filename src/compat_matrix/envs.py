@@ -161,7 +161,14 @@ def _probe(spec: MatrixSpec, cell: Cell, python: Path, out: Path, deadline: floa
     request = out.with_suffix(".request.json")
     write_json_atomic(request, runner_request(spec, cell))
     out.unlink(missing_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(SOURCE), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(SOURCE),
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        # Tiny models: one thread per cell is fastest, and cells already run one per core.
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    }
     command = [str(python), "-m", "compat_matrix.runner", str(request), str(out)]
     # Its own process group, so that a cell past its limit is stopped with every subject it forked.
     with subprocess.Popen(
