@@ -12,7 +12,6 @@ compat_matrix.envs.run_cell, and `matrix` hands the result files to the `compat-
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -67,7 +66,6 @@ def run_cells_then_report(session: nox.Session, ids: list[str], reports: Path, f
     end nox with the report's exit code: 0 ok, 1 expectation unmet, 2 bad matrix file, 3 a cell could not run.
     An interrupt (Ctrl-C, SIGTERM) stops the cells; the report is still written, unfinished cells `not run`."""
     install_project(session)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
     cached = "--cached" in session.posargs  # reuse results whose fingerprint is unchanged
     options = [arg for arg in session.posargs if arg != "--cached"]
     interrupted = False
@@ -78,11 +76,8 @@ def run_cells_then_report(session: nox.Session, ids: list[str], reports: Path, f
         try:
             if ids:
                 nested = [sys.executable, "-m", "nox", "-f", __file__, "--parallel", str(LANES), "-s", *ids]
-                env = {"COMPAT_MATRIX_CACHED": "1" if cached else "0"}
-                # On an interrupt nox sends the nested nox SIGINT; give it time to stop its cells in order.
-                session.run(*nested, env=env, external=True, success_codes=range(256), interrupt_timeout=30)
-        except KeyboardInterrupt:
-            interrupted = True
+                env = {**os.environ, "COMPAT_MATRIX_CACHED": "1" if cached else "0"}
+                interrupted = envs.run_interruptibly(nested, env)
         finally:
             report.communicate("go\n")
     if interrupted or report.returncode:

@@ -225,3 +225,35 @@ def run_lock(reports: Path, log=print) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def run_interruptibly(command: list[str], env: dict[str, str], grace: float = 60.0) -> bool:
+    """Run `command` (a nested nox running cells) to its end; return whether it was interrupted.
+
+    Ctrl-C reaches the whole foreground process group, the nested nox included, which then stops its cells.
+    SIGTERM (a CI runner) reaches only this process: it is passed on to the nested nox as the SIGINT that nox
+    understands, since a nox killed by SIGTERM leaves its cells running. Either way this waits for the cells to
+    be stopped, `grace` seconds at most."""
+    terminated = False
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        nonlocal terminated
+        terminated = True
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    process = subprocess.Popen(command, env=env)
+    try:
+        process.wait()
+        return False
+    except KeyboardInterrupt:
+        if terminated:
+            process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        return True
+    finally:
+        signal.signal(signal.SIGTERM, previous)
