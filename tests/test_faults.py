@@ -46,7 +46,7 @@ def test_aborting_hanging_and_missing_are_labelled_and_the_rest_survives(tmp_pat
     matrix.write_text(text)
     started = time.monotonic()
     done, report = run_matrix(matrix, tmp_path / "reports")
-    assert time.monotonic() - started < 240
+    assert time.monotonic() - started < 120  # the hang costs its timeout, 5 s, and the hard hang 15 s
     assert done.returncode == 3
     by_version = {c["requested"]["transformers"]: c for c in report["cells"]}
     assert by_version["99.0"]["status"] == "install-failed"
