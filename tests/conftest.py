@@ -18,6 +18,16 @@ def catches() -> dict[str, tuple[str, str]]:
     return ast.literal_eval(node.value)
 
 
+def default_matrix_variant(folder: Path, name: str, transformers: list[str], extra: str = "") -> Path:
+    """The default matrix file under another name, with other transformers versions (and extra axis lines)."""
+    text = (ROOT / "matrix" / "char-causal-lm-checkpointing.toml").read_text()
+    axis = "transformers = " + json.dumps(transformers) + (f"\n{extra}" if extra else "")
+    text = text.replace('name = "char-causal-lm-checkpointing"', f'name = "{name}"')
+    path = folder / f"{name}.toml"
+    path.write_text(text.replace('transformers = ["4.57.x", "5.14.1", "5.x"]', axis))
+    return path
+
+
 def run_matrix(matrix: Path, reports: Path) -> tuple[subprocess.CompletedProcess, dict]:
     """`COMPAT_MATRIX=matrix nox -s matrix`, reports into `reports`; returns the process and the report JSON."""
     env = {**os.environ, "COMPAT_MATRIX": str(matrix), "COMPAT_MATRIX_REPORTS": str(reports)}

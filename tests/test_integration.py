@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import BROKEN, ROOT, catches, run_matrix
+from conftest import BROKEN, ROOT, catches, default_matrix_variant, run_matrix
 
 pytestmark = pytest.mark.integration
 
@@ -56,13 +56,7 @@ def test_default_matrix_rows_and_a_release_that_does_not_exist(tmp_path):
 
 
 def test_absent_interpreter_is_a_labelled_row_and_the_other_cell_runs(tmp_path):
-    text = (ROOT / "matrix" / "char-causal-lm-checkpointing.toml").read_text()
-    matrix = tmp_path / "pythons.toml"
-    matrix.write_text(
-        text.replace('name = "char-causal-lm-checkpointing"', 'name = "pythons"').replace(
-            'transformers = ["4.57.x", "5.14.1", "5.x"]', 'transformers = ["5.14.1"]\npython = ["3.11", "3.4"]'
-        )
-    )
+    matrix = default_matrix_variant(tmp_path, "pythons", ["5.14.1"], extra='python = ["3.11", "3.4"]')
     done, report = run_matrix(matrix, tmp_path / "reports")
     assert done.returncode == 3
     by_python = {c["requested"]["python"]: c for c in report["cells"]}

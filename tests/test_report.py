@@ -195,26 +195,25 @@ def test_expectations_met_and_unmet(expect, unmet):
 
 
 def test_unmet_expectation_exits_1_and_tops_the_report(tmp_path):
-    matrix = tmp_path / "demo.toml"
-    matrix.write_text(
-        '[matrix]\nname = "demo"\n[axes]\ntransformers = ["5.10.1"]\n'
-        f'[[subjects]]\ntarget = "{TARGET}"\nexpect = {{ "*" = "same" }}\n'
-    )
-    (cell,) = cells(load(matrix))
-    write_json_atomic(result_path(tmp_path, cell), RESULTS[1].to_json())
+    matrix = one_cell_with_result(tmp_path, expect='expect = { "*" = "same" }\n')
     assert cli.main(["report", "--reports", str(tmp_path), str(matrix)]) == cli.EXIT_UNMET
     text = (tmp_path / "demo.md").read_text()
     assert text.splitlines()[2] == "**Unmet expectations**"
     assert json.loads((tmp_path / "demo.json").read_text())["unmet_expectations"]
 
 
-def test_report_with_baseline_adds_the_section_and_csv(tmp_path):
-    matrix = tmp_path / "demo.toml"
-    matrix.write_text(
-        f'[matrix]\nname = "demo"\n[axes]\ntransformers = ["5.10.1"]\n[[subjects]]\ntarget = "{TARGET}"\n'
-    )
+def one_cell_with_result(folder: Path, expect: str = "") -> Path:
+    """A matrix file of one cell (transformers 5.10.1) whose result file is already in `folder`."""
+    matrix = folder / "demo.toml"
+    subject = f'[[subjects]]\ntarget = "{TARGET}"\n{expect}'
+    matrix.write_text(f'[matrix]\nname = "demo"\n[axes]\ntransformers = ["5.10.1"]\n{subject}')
     (cell,) = cells(load(matrix))
-    write_json_atomic(result_path(tmp_path, cell), RESULTS[1].to_json())
+    write_json_atomic(result_path(folder, cell), RESULTS[1].to_json())
+    return matrix
+
+
+def test_report_with_baseline_adds_the_section_and_csv(tmp_path):
+    matrix = one_cell_with_result(tmp_path)
     assert cli.main(["report", "--reports", str(tmp_path), str(matrix)]) == cli.EXIT_OK
     first = (tmp_path / "demo.json").read_text()
     assert "Changed since baseline" not in (tmp_path / "demo.md").read_text()
@@ -254,12 +253,7 @@ def test_list_json_is_one_line_for_a_ci_matrix(tmp_path, capsys):
 
 
 def test_a_folder_of_committed_reports_is_a_baseline_and_the_summary_is_capped(tmp_path):
-    matrix = tmp_path / "demo.toml"
-    matrix.write_text(
-        f'[matrix]\nname = "demo"\n[axes]\ntransformers = ["5.10.1"]\n[[subjects]]\ntarget = "{TARGET}"\n'
-    )
-    (cell,) = cells(load(matrix))
-    write_json_atomic(result_path(tmp_path, cell), RESULTS[1].to_json())
+    matrix = one_cell_with_result(tmp_path)
     summary = tmp_path / "summary.md"
     args = ["report", "--reports", str(tmp_path), "--baseline", str(tmp_path), str(matrix)]
     assert cli.main(args) == cli.EXIT_OK  # no earlier report in the folder: no baseline

@@ -13,7 +13,7 @@ import pytest
 from compat_matrix import cli
 from compat_matrix.cells import cells
 from compat_matrix.spec import load
-from conftest import ROOT, run_matrix
+from conftest import ROOT, default_matrix_variant, run_matrix
 
 pytestmark = pytest.mark.integration
 
@@ -25,13 +25,7 @@ def without_timings(report: dict) -> dict:
 
 
 def test_cells_run_apart_and_merged_give_the_same_report(tmp_path):
-    text = (ROOT / "matrix" / "char-causal-lm-checkpointing.toml").read_text()
-    matrix = tmp_path / "shard.toml"
-    matrix.write_text(
-        text.replace('name = "char-causal-lm-checkpointing"', 'name = "shard"').replace(
-            '["4.57.x", "5.14.1", "5.x"]', '["4.57.x", "5.14.1"]'
-        )
-    )
+    matrix = default_matrix_variant(tmp_path, "shard", ["4.57.x", "5.14.1"])
     _, whole = run_matrix(matrix, tmp_path / "whole")
 
     merged = tmp_path / "merged" / ".cells" / "shard"
