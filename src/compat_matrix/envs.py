@@ -21,12 +21,18 @@ from dataclasses import replace
 from pathlib import Path
 
 from compat_matrix.cells import Cell, install_args, local_requirements, result_path, runner_request
-from compat_matrix.results import CellResult, ResultFileError, SubjectResult, read_cell_result, write_json_atomic
+from compat_matrix.results import (
+    CRASHED,
+    TIMED_OUT,
+    CellResult,
+    ResultFileError,
+    SubjectResult,
+    read_cell_result,
+    write_json_atomic,
+)
 from compat_matrix.spec import MatrixSpec
 
 INSTALL_FAILED = "install-failed"
-CRASHED = "crashed"
-TIMED_OUT = "timed-out"
 NO_INTERPRETER = "interpreter not found"
 REASON_LIMIT = 400
 LOCK = ".lock"

@@ -14,7 +14,7 @@ from compat_matrix.collect import newest_first, varying_axes
 from compat_matrix.probes import registry
 from compat_matrix.results import SCHEMA, CellResult
 from compat_matrix.spec import Subject
-from compat_matrix.verdict import phrase
+from compat_matrix.verdict import DIFFERS, SAME, phrase
 
 COLUMNS = {"override": "with override", "base": "base implementation"}
 BASE_MEANING = (
@@ -64,7 +64,7 @@ def summary(group: pd.DataFrame, variant: str) -> str:
         rows = group[group["probe"] == probe.name]
         errors = rows[rows["name"] == "error"][variant]
         values = rows[rows["name"] == name][variant]
-        if errors.notna().any() and errors.iloc[0] is not None:
+        if errors.notna().any():
             parts.append(f"{label}→error")
         elif len(values):
             parts.append(f"{label}→{fmt(values.iloc[0])}")
@@ -75,7 +75,7 @@ def main_table(frame: pd.DataFrame, verdicts: pd.DataFrame, target: str) -> str:
     rows = []
     for _, v in verdicts[(verdicts["target"] == target) | verdicts["target"].isna()].iterrows():
         group = frame[(frame["cell"] == v["cell"]) & (frame["target"] == v["target"])]
-        ran = v["verdict"] in ("same", "differs")
+        ran = v["verdict"] in (SAME, DIFFERS)
         cells = {col: summary(group, variant) if ran else v["verdict"] for variant, col in COLUMNS.items()}
         rows.append({"": v["label"], **cells, "verdict": phrase(v["verdict"], v["differs"], v["reason"])})
     return table(pd.DataFrame(rows, columns=["", *COLUMNS.values(), "verdict"]))
@@ -95,11 +95,8 @@ def details_table(frame: pd.DataFrame, target: str) -> tuple[str, int, int]:
         for _, r in observed.iterrows()
     ]
     columns = ["", "probe", "observation", *COLUMNS.values(), "same"]
-    return (
-        table(pd.DataFrame(rows, columns=columns)),
-        len(rows),
-        sum(not r["same"] for _, r in observed.iterrows()),
-    )
+    differing = sum(row["same"] == "**no**" for row in rows)
+    return table(pd.DataFrame(rows, columns=columns)), len(rows), differing
 
 
 def versions_table(results: list[CellResult]) -> str:

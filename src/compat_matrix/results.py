@@ -15,6 +15,8 @@ from typing import Any
 
 SCHEMA = 1
 OK = "ok"
+CRASHED = "crashed"  # a cell's runner or a subject's child died: a signal or an exit code
+TIMED_OUT = "timed-out"  # a probe call past the matrix's timeout, or a cell past its limit
 
 
 MESSAGE_LIMIT = 300  # characters of an exception or warning message kept in an observation

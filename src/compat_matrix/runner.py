@@ -1,10 +1,11 @@
-"""The in-environment side: one process per cell runs every probe on both variants of every subject.
+"""The in-environment side: one interpreter per cell runs every probe on both variants of every subject.
 
     python -m compat_matrix.runner REQUEST.json RESULT.json
 
-Imports torch and transformers once, then for each subject builds both variant classes and calls each probe
-that exercises one of its audited methods, once per variant, on a fresh instance. An exception or a warning
-inside a probe is an observation, not a failure of the cell. Writes the cell result atomically.
+Imports torch and transformers once, then runs each subject in a child forked from that process: it builds both
+variant classes and calls each probe that exercises one of its audited methods, once per variant, on a fresh
+instance. An exception or a warning inside a probe is an observation, not a failure of the cell; a subject that
+crashes or hangs is labelled and costs only its own result. Writes the cell result atomically.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from typing import Any
 from compat_matrix.factory import load_callable, resolve_factory
 from compat_matrix.probes import Probe, Values, probes_for, registry
 from compat_matrix.results import (
+    CRASHED,
+    TIMED_OUT,
     CellResult,
     Observation,
     SubjectResult,
@@ -41,9 +44,7 @@ from compat_matrix.variants import BASE, OVERRIDE, VariantError, variant_classes
 BUILDS_ON = "transformers"
 DEFAULT_TIMEOUT = 300.0  # seconds per probe call, as in compat_matrix.spec
 WATCHDOG_GRACE = 10.0  # seconds past the timeout before the parent kills a subject the alarm did not stop
-CRASHED = "crashed"
 PR_SET_PDEATHSIG = 1  # prctl(2)
-TIMED_OUT = "timed-out"
 METHOD_TYPES = (types.FunctionType, classmethod, staticmethod, property)
 
 
