@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import sys
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from pathlib import Path
 
 from compat_matrix import cells, collect, render, verdict
 from compat_matrix.baseline import BaselineError, compare, failing, load_report
-from compat_matrix.results import OK, write_json_atomic
+from compat_matrix.results import OK, write_json_atomic, write_text_atomic
 from compat_matrix.spec import MatrixError, MatrixSpec, load_all
 
 EXIT_OK = 0
@@ -65,12 +64,6 @@ def build_report(spec: MatrixSpec, reports: Path, baseline: dict | None = None) 
     code = EXIT_CELL_FAILED if failed else EXIT_UNMET if unmet or failing(changes or []) else EXIT_OK
     text = render.markdown(frame, decided, results, meta, unmet, changes)
     return Built(text, data, render.csv_text(frame), code)
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def write_report(reports: Path, name: str, built: Built) -> list[Path]:

@@ -146,18 +146,21 @@ class CellResult:
         )
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so that readers see the old file or the whole new one, never half of it."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write a file so that readers see the old one or the whole new one, never half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, sort_keys=False)
-            f.write("\n")
+            f.write(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 def read_cell_result(path: Path) -> CellResult:

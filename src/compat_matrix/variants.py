@@ -18,7 +18,6 @@ from typing import Any
 
 OVERRIDE = "override"
 BASE = "base"
-VARIANTS = (OVERRIDE, BASE)
 
 # Created per class by `type` itself; copying them into a new class would shadow the new class's own.
 _TYPE_MANAGED = frozenset({"__dict__", "__weakref__"})
