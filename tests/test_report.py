@@ -61,7 +61,7 @@ META = render.ReportMeta("demo", "matrix/demo.toml", "COMPAT_MATRIX=matrix/demo.
 
 def rendered() -> tuple[str, dict]:
     frame = collect.collect(RESULTS)
-    decided = verdict.verdicts(frame)
+    decided = collect.verdicts(RESULTS)
     return render.markdown(frame, decided, RESULTS, META), render.report_json(decided, RESULTS, META)
 
 
@@ -77,7 +77,7 @@ def test_rows_are_newest_first_by_version_not_string_order():
 
 
 def test_verdicts_name_what_differs():
-    decided = verdict.verdicts(collect.collect(RESULTS)).set_index("label")
+    decided = collect.verdicts(RESULTS).set_index("label")
     assert decided.loc["transformers 4.57.6", "verdict"] == "same"
     assert decided.loc["transformers 5.10.1", "verdict"] == "differs"
     assert decided.loc["transformers 5.10.1", "differs"] == [
@@ -113,7 +113,7 @@ def test_json_has_every_contract_key():
         for subject in cell["subjects"]:
             assert {"target", "verdict", "observations"} <= subject.keys()
             for o in subject["observations"]:
-                assert set(o) == {"probe", "name", "override", "base"}
+                assert {"probe", "name", "override", "base", "carries"} <= set(o)
     assert data["cells"][0]["subjects"][0]["verdict"] == "install-failed"
     assert data["cells"][3]["resolved"]["transformers"] == "4.57.6"
 
@@ -187,8 +187,9 @@ def test_bad_matrix_file_exits_2_with_one_line_per_problem(tmp_path, capsys):
 )
 def test_expectations_met_and_unmet(expect, unmet):
     subjects = (Subject(TARGET, METHODS, expect=expect),)
-    decided = verdict.verdicts(collect.collect(RESULTS[:3]))
-    lines = verdict.unmet_expectations(decided, RESULTS[:3], subjects)
+    decided = collect.verdicts(RESULTS[:3])
+    labels = dict(zip(decided["cell"], decided["label"], strict=True))
+    lines = verdict.unmet_expectations(RESULTS[:3], labels, subjects)
     assert len(lines) == len(unmet)
     for line, (label, says) in zip(lines, unmet, strict=True):
         assert line.startswith(f"{label}: {TARGET} {says}")

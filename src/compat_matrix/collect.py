@@ -14,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 from compat_matrix.cells import Cell, result_path
 from compat_matrix.results import CellResult, ResultFileError, read_cell_result
 from compat_matrix.spec import MatrixSpec
+from compat_matrix.verdict import Verdict, decide
 
 NOT_RUN = "not run"
 DAMAGED = "damaged result"
@@ -31,6 +32,7 @@ COLUMNS = [
     "override",
     "base",
     "same",
+    "carries",
 ]
 
 
@@ -109,8 +111,34 @@ def collect(results: list[CellResult]) -> pd.DataFrame:
                     "override": o.override,
                     "base": o.base,
                     "same": o.same,
+                    "carries": o.carries,
                 }
                 for o in subject.observations
             ]
     frame = pd.DataFrame(rows, columns=COLUMNS, dtype=object)
     return frame.where(frame.notna(), None)
+
+
+def verdicts(results: list[CellResult]) -> pd.DataFrame:
+    """One row per cell × subject, newest first: its label and its Verdict (`decided`), flattened into `verdict`,
+    `reason` and `differs` for readers of the frame. A cell that ran no subject has one row, target None."""
+    axes = varying_axes(results)
+    rows = []
+    for rank, result in enumerate(newest_first(results, axes)):
+        cell = {"rank": rank, "cell": result.cell, "label": label(result, axes)}
+        decided = [(s.target, decide(s, result)) for s in result.subjects] or [
+            (None, Verdict(result.status, result.reason))
+        ]
+        rows += [
+            {
+                **cell,
+                "target": target,
+                "decided": v,
+                "verdict": v.verdict,
+                "reason": v.reason,
+                "differs": list(v.differs),
+            }
+            for target, v in decided
+        ]
+    columns = ["rank", "cell", "label", "target", "decided", "verdict", "reason", "differs"]
+    return pd.DataFrame(rows, columns=columns, dtype=object)

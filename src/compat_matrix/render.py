@@ -14,7 +14,7 @@ from compat_matrix.collect import newest_first, varying_axes
 from compat_matrix.probes import registry
 from compat_matrix.results import SCHEMA, CellResult
 from compat_matrix.spec import Subject
-from compat_matrix.verdict import DIFFERS, SAME, phrase
+from compat_matrix.verdict import phrase
 
 COLUMNS = {"override": "with override", "base": "base implementation"}
 BASE_MEANING = (
@@ -75,9 +75,9 @@ def main_table(frame: pd.DataFrame, verdicts: pd.DataFrame, target: str) -> str:
     rows = []
     for _, v in verdicts[(verdicts["target"] == target) | verdicts["target"].isna()].iterrows():
         group = frame[(frame["cell"] == v["cell"]) & (frame["target"] == v["target"])]
-        ran = v["verdict"] in (SAME, DIFFERS)
+        ran = v["decided"].ran
         cells = {col: summary(group, variant) if ran else v["verdict"] for variant, col in COLUMNS.items()}
-        rows.append({"": v["label"], **cells, "verdict": phrase(v["verdict"], v["differs"], v["reason"])})
+        rows.append({"": v["label"], **cells, "verdict": phrase(v["decided"])})
     return table(pd.DataFrame(rows, columns=["", *COLUMNS.values(), "verdict"]))
 
 
@@ -90,7 +90,7 @@ def details_table(frame: pd.DataFrame, target: str) -> tuple[str, int, int]:
             "observation": r["name"],
             COLUMNS["override"]: fmt(r["override"]),
             COLUMNS["base"]: fmt(r["base"]),
-            "same": "yes" if r["same"] else "**no**",
+            "same": ("yes" if r["same"] else "**no**") + ("" if r["carries"] else " (informs)"),
         }
         for _, r in observed.iterrows()
     ]

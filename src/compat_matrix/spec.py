@@ -24,11 +24,12 @@ DEFAULT_TIMEOUT = 300.0  # seconds per probe call
 DEFAULT_CELL_TIMEOUT = 1800.0  # seconds for a whole cell: install and probes
 _SERIES = re.compile(r"^(\d+(?:\.\d+)*)\.x$")
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_CATCH = re.compile(r"^\w+\.\S+$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 _KNOWN = {
     "matrix": {"name", "requirements", "timeout", "cell_timeout", "description"},
-    "subjects": {"target", "methods", "factory", "expect"},
+    "subjects": {"target", "methods", "factory", "expect", "catches"},
 }
 
 
@@ -47,6 +48,8 @@ class Subject:
     factory: str | None = None  # "module:callable"; None means the default factory
     # (version range of the first axis, or "*"; expected verdict), in file order: the first match applies
     expect: tuple[tuple[str, str], ...] = ()
+    # "probe.observation" that must differ wherever `differs` is expected, with the base side free of errors there
+    catches: tuple[str, ...] = ()
 
     def expected(self, version: str | None) -> str | None:
         """The verdict this subject is expected to get on `version` of the first axis, if the file says."""
@@ -250,7 +253,8 @@ def _subjects(values: Any, problem) -> tuple[Subject, ...]:
         if target in {s.target for s in subjects}:
             problem(f"{key}.target", target, "listed twice; each subject once")
         expect = _expectations(table.get("expect", {}), f"{key}.expect", problem)
-        subjects.append(Subject(str(target), tuple(methods), factory, expect))
+        catches = _catches(table.get("catches", []), f"{key}.catches", problem)
+        subjects.append(Subject(str(target), tuple(methods), factory, expect, catches))
     return tuple(subjects)
 
 
@@ -283,6 +287,13 @@ def _expectations(table: Any, key: str, problem) -> tuple[tuple[str, str], ...]:
         if verdict not in VERDICTS:
             problem(f'{key}."{spec}"', verdict, f"expected one of {', '.join(VERDICTS)}")
     return tuple(table.items())
+
+
+def _catches(values: Any, key: str, problem) -> tuple[str, ...]:
+    if not isinstance(values, list) or not all(isinstance(v, str) and _CATCH.match(v) for v in values):
+        problem(key, values, 'a list of "probe.observation" names, e.g. ["kwargs_forwarded.set_a"]')
+        return ()
+    return tuple(values)
 
 
 def matrix_files(selected: str | None, default_dir: Path) -> list[Path]:
