@@ -11,12 +11,13 @@ import argparse
 import json
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from compat_matrix import cells, collect, render, verdict
+from compat_matrix import cells, collect, conclude, render, verdict
 from compat_matrix.baseline import BaselineError, compare, failing, load_report
-from compat_matrix.results import OK, write_json_atomic, write_text_atomic
+from compat_matrix.probes import registry, titles
+from compat_matrix.results import OK, CellResult, write_json_atomic, write_text_atomic
 from compat_matrix.spec import MatrixError, MatrixSpec, load_all
 
 EXIT_OK = 0
@@ -24,6 +25,7 @@ EXIT_UNMET = 1
 EXIT_BAD_MATRIX = 2
 EXIT_CELL_FAILED = 3
 SUMMARY_LIMIT = 1_000_000  # GitHub's step summary holds 1 MiB
+LOGS = ".logs"  # inside the reports folder: what changes from run to run (durations), not committed
 
 
 def display_path(path: Path) -> str:
@@ -40,39 +42,54 @@ class Built:
     data: dict
     csv: str
     code: int
+    timings: str  # one line per cell with its duration: console, job summary and run log, never the report files
+
+
+def make_report(spec: MatrixSpec, results: list[CellResult], baseline: dict | None = None) -> render.Report:
+    """The report path, one way: collect (ordered, labelled frames) → verdicts → conclusions → summaries."""
+    collected = collect.collect(results, spec.subjects)
+    subjects = conclude.add_conclusions(verdict.add_verdicts(collected.subjects), titles())
+    unmet = tuple(verdict.unmet_expectations(subjects, spec.subjects))
+    file = display_path(spec.path)
+    meta = render.ReportMeta(spec.name, file, f"COMPAT_MATRIX={file} nox -s matrix", spec.subjects)
+    report = render.Report(
+        meta, replace(collected, subjects=subjects), conclude.summaries(subjects, spec.subjects), unmet
+    )
+    if baseline is None:
+        return report
+    return replace(report, changes=tuple(compare(baseline, render.report_json(report))))
 
 
 def build_report(spec: MatrixSpec, reports: Path, baseline: dict | None = None) -> Built:
     """Markdown, JSON and CSV for one matrix from its cell result files, and the exit code they call for."""
     results = collect.load_results(spec, cells.cells(spec), reports)
-    frame = collect.collect(results)
-    decided = collect.verdicts(results)
-    labels = dict(zip(decided["cell"], decided["label"], strict=True))
-    unmet = verdict.unmet_expectations(results, labels, spec.subjects)
-    file = display_path(spec.path)
-    meta = render.ReportMeta(spec.name, file, f"COMPAT_MATRIX={file} nox -s matrix", spec.subjects)
-    data = render.report_json(decided, results, meta, unmet)
-    changes = compare(baseline, data) if baseline is not None else None
-    if changes is not None:
-        data["changes_since_baseline"] = [c.to_json() for c in changes]
-    for r in results:
-        print(f"{r.cell}: {r.status}" + (f" ({r.reason})" if r.reason else ""))
-    for line in unmet:
+    report = make_report(spec, results, baseline)
+    for line in report.unmet:
         print(f"unmet expectation: {line}")
-    for change in changes or []:
+    for change in report.changes or ():
         print(f"since baseline: {change}")
     failed = any(r.status != OK or any(s.status != OK for s in r.subjects) for r in results)
-    code = EXIT_CELL_FAILED if failed else EXIT_UNMET if unmet or failing(changes or []) else EXIT_OK
-    text = render.markdown(frame, decided, results, meta, unmet, changes)
-    return Built(text, data, render.csv_text(frame), code)
+    code = EXIT_CELL_FAILED if failed else EXIT_UNMET if report.unmet or failing(report.changes or []) else EXIT_OK
+    data = render.report_json(report)
+    return Built(render.markdown(report), data, render.csv_text(report.collected), code, timings(results))
+
+
+def timings(results: list[CellResult]) -> str:
+    lines = []
+    for r in results:
+        took = f"{r.seconds:.1f} s" + (", reused" if r.reused else "") if r.seconds is not None else "no timing"
+        lines.append(f"{r.cell}: {r.status} ({took})" + (f": {r.reason}" if r.reason else ""))
+    return "\n".join(lines)
 
 
 def write_report(reports: Path, name: str, built: Built) -> list[Path]:
+    """The report files, and the run's timings in a log of their own beside them (not a report file)."""
     md, js, csv = (reports / f"{name}{suffix}" for suffix in (".md", ".json", ".csv"))
     reports.mkdir(parents=True, exist_ok=True)
     write_text_atomic(md, built.markdown)
     write_text_atomic(csv, built.csv)
     write_json_atomic(js, built.data)
+    write_text_atomic(reports / LOGS / f"{name}.log", built.timings + "\n")
     return [md, js, csv]
 
 
@@ -84,11 +101,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     codes = [EXIT_OK]
     for spec in specs:
         built = build_report(spec, args.reports, baselines.get(spec.name))
+        print(built.timings)
         paths = write_report(args.reports, spec.name, built)
         print(f"wrote {', '.join(display_path(p) for p in paths)}")
         if args.summary:
+            timings = f"\n<details><summary>Timings</summary>\n\n```\n{built.timings}\n```\n\n</details>\n"
             with open(args.summary, "a", encoding="utf-8") as summary:
-                summary.write(render.truncate(built.markdown, args.limit // len(specs)) + "\n")
+                summary.write(render.truncate(built.markdown, args.limit // len(specs) - len(timings)) + timings)
         codes.append(built.code)
     return max(codes)
 
@@ -153,7 +172,21 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     for spec in _load(args.files):
         print(f"{display_path(spec.path)}: ok, {len(cells.cells(spec))} cells")
+        for line in unprobed_methods(spec):
+            print(f"warning: {line}", file=sys.stderr)
     return EXIT_OK
+
+
+def unprobed_methods(spec: MatrixSpec) -> list[str]:
+    """One line per audited method that no built-in probe exercises: its subject can only be `inconclusive`."""
+    exercised = {m for probe in registry().values() for m in probe.exercises}
+    return [
+        f"{display_path(spec.path)}: subjects[{index}].methods: {method!r}: no probe exercises it, so the verdict "
+        "can only be inconclusive"
+        for index, subject in enumerate(spec.subjects)
+        for method in subject.methods
+        if method not in exercised
+    ]
 
 
 def _load(files: list[Path]) -> list[MatrixSpec]:

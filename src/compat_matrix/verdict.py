@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from compat_matrix.results import OK, CellResult, Observation, SubjectResult
 from compat_matrix.spec import Subject
@@ -20,6 +21,7 @@ SAME = "same"
 DIFFERS = "differs"
 INCONCLUSIVE = "inconclusive"
 NO_PROBE = "no probe"
+NOT_RUN = "not run"
 REACHED = "reached"  # as compat_matrix.probes names them
 ERROR = "error"
 INCONCLUSIVE_OBSERVATION = "inconclusive"
@@ -106,26 +108,28 @@ def phrase(verdict: Verdict) -> str:
     return f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict
 
 
-def unmet_expectations(results: list[CellResult], labels: dict[str, str], subjects: tuple[Subject, ...]) -> list[str]:
+def add_verdicts(subjects: Any) -> Any:
+    """The collected `subjects` frame with each row's Verdict (`decided`), `verdict` and `reason` added."""
+    decided = [
+        decide(result, cell) if result is not None or cell.status != OK else Verdict(NOT_RUN, "no result for it")
+        for result, cell in zip(subjects["result"], subjects["cell_result"], strict=True)
+    ]
+    return subjects.assign(decided=decided, verdict=[d.verdict for d in decided], reason=[d.reason for d in decided])
+
+
+def unmet_expectations(subjects: Any, expected: tuple[Subject, ...]) -> list[str]:
     """One line per cell and subject whose verdict is not the one the matrix file expects for its version, or
     whose expected catches did not differ (a catch counts only where the base side ran that probe without error)."""
-    by_target = {s.target: s for s in subjects}
+    by_target = {s.target: s for s in expected}
     unmet = []
-    for result in results:
-        axis = next(iter(result.requested), None)
-        version = result.resolved.get(axis)
-        ran = {s.target: s for s in result.subjects}
-        for subject in subjects:
-            expected = by_target[subject.target].expected(version)
-            if not expected:
-                continue
-            ran_subject = ran.get(subject.target, SubjectResult(subject.target, subject.methods))
-            got = decide(ran_subject, result)
-            where = f"{labels[result.cell]}: {subject.target}"
-            if got.verdict != expected:
-                unmet.append(f"{where} expected {expected}, got {phrase(got)}")
-            elif expected == DIFFERS:
-                unmet += [f"{where} expected {catch} to differ: {why}" for catch, why in missed(ran_subject, subject)]
+    for row in subjects.to_dict("records"):
+        cell, subject = row["cell_result"], by_target[row["target"]]
+        want = subject.expected(cell.resolved.get(next(iter(cell.requested), None)))
+        where = f"{row['label']}: {subject.target}"
+        if want and row["verdict"] != want:
+            unmet.append(f"{where} expected {want}, got {phrase(row['decided'])}")
+        elif want == DIFFERS:
+            unmet += [f"{where} expected {catch} to differ: {why}" for catch, why in missed(row["result"], subject)]
     return unmet
 
 

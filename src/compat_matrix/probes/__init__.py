@@ -48,6 +48,7 @@ class Probe:
     # warnings always carry; `reached` and `inconclusive` never do.
     carries: tuple[str, ...] | None = None
     informs: tuple[str, ...] = ()
+    title: str = ""  # what the report calls it, e.g. "Trainer step"; default: the name in words
 
     @property
     def doc(self) -> str:
@@ -70,12 +71,16 @@ def probe(
     summary: tuple[str, str] | None = None,
     carries: tuple[str, ...] | None = None,
     informs: tuple[str, ...] = (),
+    title: str = "",
 ) -> Callable[[Callable[[Build], Values]], Callable[[Build], Values]]:
     """Register a probe under its function's name: it exercises the named methods; the observations named in
     `carries` (default: all) decide its verdict, those in `informs` are only shown."""
 
     def register(func: Callable[[Build], Values]) -> Callable[[Build], Values]:
-        _REGISTRY[func.__name__] = Probe(func.__name__, func, tuple(exercises), summary, carries, tuple(informs))
+        name = func.__name__
+        _REGISTRY[name] = Probe(
+            name, func, tuple(exercises), summary, carries, tuple(informs), title or name.replace("_", " ")
+        )
         return func
 
     return register
@@ -84,6 +89,10 @@ def probe(
 def registry() -> dict[str, Probe]:
     """A copy of the registered probes, in registration order."""
     return dict(_REGISTRY)
+
+
+def titles() -> dict[str, str]:
+    return {name: probe.title for name, probe in _REGISTRY.items()}
 
 
 def probes_for(methods: tuple[str, ...]) -> list[Probe]:
