@@ -68,16 +68,25 @@ def inline(text: str) -> str:
 
 
 def fmt(value: Any, limit: int | None = None) -> str:
-    """An observed value as a reader expects it: `True`, `2/2`, `use_reentrant=False, ...`, `a; b`."""
+    """An observed value as a reader expects it: `True`, `2/2`, `use_reentrant=False, ...`, `a; b`; containers
+    inside containers in brackets: `layers=[True, False]`, `other_flags={model.model=True}`."""
     if value is None:
         text = "—"
     elif isinstance(value, dict):
-        text = ", ".join(f"{k}={fmt(v)}" for k, v in sorted(value.items())) or "{}"
+        text = ", ".join(f"{k}={_nested(v)}" for k, v in sorted(value.items())) or "{}"
     elif isinstance(value, list):
-        text = "; ".join(fmt(v) for v in value) or "(none)"
+        text = "; ".join(_nested(v) for v in value) or "(none)"
     else:
         text = str(value)
     return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _nested(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + fmt(value) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_nested(v) for v in value) + "]"
+    return fmt(value)
 
 
 def table(header: list[str], rows: list[list[Any]]) -> str:
