@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from compat_matrix.probes import probes_for, registry
+from compat_matrix.probes import ANY, probes_for, registry
 from conftest import ROOT, catches
 
 README_ROW = re.compile(r"^\| `(\w+)` \| (.+?) \| (.+?) \|$", re.MULTILINE)
@@ -34,8 +34,11 @@ def test_every_probe_has_a_broken_override_it_must_catch():
     assert readme_probes() == caught_by
 
 
-def test_probes_for_selects_by_audited_method():
+def test_probes_for_selects_by_audited_method_and_probes_of_any_method_come_last():
+    generic = [p.name for p in registry().values() if p.exercises == ANY]
+    assert len(generic) == 8
     names = [p.name for p in probes_for(("gradient_checkpointing_disable",))]
-    assert names == ["disable_round_trip", "enable_sequence", "entry_points"]
+    assert names == ["disable_round_trip", "enable_sequence", "entry_points", *generic]
     assert len(probes_for(("gradient_checkpointing_enable",))) == len(registry())
-    assert probes_for(("forward",)) == []
+    assert [p.name for p in probes_for(("forward",))] == generic
+    assert probes_for(()) == []

@@ -90,5 +90,6 @@ def runner_request(spec: MatrixSpec, cell: Cell) -> dict[str, Any]:
         "requested": cell.requested,
         "packages": list(spec.packages),
         "timeout": spec.timeout,
+        "probes": list(spec.probes),
         "subjects": [{"target": s.target, "methods": list(s.methods), "factory": s.factory} for s in spec.subjects],
     }

@@ -17,13 +17,10 @@ HIDDEN_SIZE = 32
 LAYERS = 2
 
 
-def tiny_causal_lm() -> Any:
-    """A 2-layer LlamaForCausalLM from a LlamaConfig made in code, same weights on every call."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+def tiny_config() -> Any:
+    from transformers import LlamaConfig
 
-    torch.manual_seed(SEED)
-    config = LlamaConfig(
+    return LlamaConfig(
         vocab_size=64,
         hidden_size=HIDDEN_SIZE,
         intermediate_size=64,
@@ -33,13 +30,26 @@ def tiny_causal_lm() -> Any:
         max_position_embeddings=64,
         attention_dropout=0.0,
     )
-    return LlamaForCausalLM(config)
+
+
+def tiny_causal_lm(cls: type | None = None) -> Any:
+    """A 2-layer LlamaForCausalLM (or `cls`, built like it) from a LlamaConfig made in code, same weights on every
+    call."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(SEED)
+    return (cls or LlamaForCausalLM)(tiny_config())
 
 
 def default_factory(cls: type) -> Any:
-    """Any class constructed like CharacterCausalLMWrapper: its own config class plus `model=` a tiny causal LM."""
+    """A class whose config is a LlamaConfig (LlamaForCausalLM and its subclasses): built from a tiny one. Any
+    other class is built like CharacterCausalLMWrapper: its own config class plus `model=` a tiny causal LM."""
     import torch
+    from transformers import LlamaConfig
 
+    if issubclass(getattr(cls, "config_class", object), LlamaConfig):
+        return tiny_causal_lm(cls)
     config = cls.config_class()
     model = tiny_causal_lm()
     torch.manual_seed(SEED)  # the wrapper's own layers start from the same weights in both variants

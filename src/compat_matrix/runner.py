@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import importlib
 import importlib.metadata
+import importlib.util
 import inspect
 import json
 import logging
@@ -36,13 +38,16 @@ from typing import Any
 from compat_matrix import tracing, variants
 from compat_matrix.factory import Factory, load_callable, resolve_factory
 from compat_matrix.probes import (
+    ANY,
     ERROR,
     INCONCLUSIVE,
     REACHED,
     WARNINGS,
+    Build,
     Inconclusive,
     Probe,
     Values,
+    prepare,
     prewarm,
     probes_for,
     registry,
@@ -116,11 +121,12 @@ def call_probe(
     probe: Probe, build: Callable[[], Any], timeout: float = DEFAULT_TIMEOUT, watched: tracing.Watched | None = None
 ) -> Values:
     """Run one probe on one variant. Exceptions and warnings (Python's and logged ones) become observations, and
-    so do the audited methods whose code ran (`reached`, of the names in `watched`). Raises ProbeTimeout."""
+    so do the audited methods whose code ran on the subject (`reached`, of the names in `watched`). Raises
+    ProbeTimeout."""
     with (
         warnings.catch_warnings(record=True) as caught,
         logged_warnings() as logged,
-        tracing.reached(watched or {}) as seen,
+        tracing.reached(watched or {}, getattr(build, "cls", None)) as seen,
     ):
         warnings.simplefilter("always")
         try:
@@ -243,20 +249,27 @@ def run_variant(
     """In a variant's own child: make the subject class that variant, then every probe on fresh instances."""
     variants.apply(cls, variant, methods)
     watched = {name: tracing.bodies(inspect.getattr_static(cls, name)) for name in methods}
+    build = Build(factory, cls, methods)
     values: dict[str, Values] = {}
     for probe in probes:
         progress.write_text(f"{probe.name} ({variant})")
         try:
-            values[probe.name] = call_probe(probe, lambda: factory(cls), timeout, watched)
+            values[probe.name] = call_probe(probe, build, timeout, watched)
         except ProbeTimeout as exc:
             return {"values": values, "timed_out": f"{probe.name} ({variant}): {exc}"}
     return {"values": values, "timed_out": None}
 
 
 def run_subject(
-    target: str, methods: tuple[str, ...], factory_ref: str | None, timeout: float, progress: Path
+    target: str,
+    methods: tuple[str, ...],
+    factory_ref: str | None,
+    timeout: float,
+    progress: Path,
+    unloaded: dict[str, str] | None = None,
 ) -> SubjectResult:
-    """Every probe that exercises one of `methods`, on every variant, each variant in its own forked child."""
+    """Every probe that exercises one of `methods`, on every variant, each variant in its own forked child. A
+    probe module that could not be imported is an observation (`error`, equal on both sides) of every subject."""
     failed = SubjectResult(target=target, methods=methods)
     try:
         cls = load_callable(target)
@@ -271,10 +284,11 @@ def run_subject(
         variants.check(cls, methods)
     except variants.VariantError as exc:
         return replace(failed, status="bad-subject", reason=str(exc))
+    prepare(methods)
     gc.freeze()  # the subject's imports too, before its variants are forked
     probes = probes_for(methods)
     exercised = {m for p in probes for m in p.exercises}
-    unprobed = tuple(m for m in methods if m not in exercised)
+    unprobed = tuple(m for m in methods if m not in exercised and ANY[0] not in exercised)
     done = replace(failed, probes=tuple(p.name for p in probes), unprobed=unprobed)
     runs: dict[str, dict[str, Values]] = {}
     for variant in variants.names(methods, per_method=True) if probes else []:
@@ -289,14 +303,21 @@ def run_subject(
             status, reason = (run.status, run.reason) if run.status != OK else (TIMED_OUT, run.answer["timed_out"])
             return replace(done, status=status, reason=reason, observations=tuple(pair(probes, runs)))
         runs[variant] = run.answer["values"]
-    return replace(done, variants=tuple(runs), observations=tuple(pair(probes, runs)))
+    broken = tuple(Observation(ref, ERROR, why, why, carries=False) for ref, why in (unloaded or {}).items())
+    return replace(done, variants=tuple(runs), observations=broken + tuple(pair(probes, runs)))
 
 
 def _differs(observations: list[Observation]) -> bool:
     return any(o.carries and not o.same for o in observations)
 
 
-def run_isolated(target: str, methods: tuple[str, ...], factory_ref: str | None, timeout: float) -> SubjectResult:
+def run_isolated(
+    target: str,
+    methods: tuple[str, ...],
+    factory_ref: str | None,
+    timeout: float,
+    unloaded: dict[str, str] | None = None,
+) -> SubjectResult:
     """`run_subject` in a forked child: torch and transformers are already imported, so the child starts at once,
     and a subject that aborts, segfaults or hangs costs only its own result. Its variants' children are watched
     by the subject's child; this process steps in only when that child itself stops answering."""
@@ -304,7 +325,7 @@ def run_isolated(target: str, methods: tuple[str, ...], factory_ref: str | None,
         progress = Path(tmp, "progress")
         progress.write_text("starting")
         run = forked(
-            lambda: run_subject(target, methods, factory_ref, timeout, progress).to_json(),
+            lambda: run_subject(target, methods, factory_ref, timeout, progress, unloaded or {}).to_json(),
             progress,
             timeout + 2 * WATCHDOG_GRACE,
         )
@@ -329,6 +350,25 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def load_probe_modules(refs: list[str]) -> dict[str, str]:
+    """Import the matrix's own probe modules (a .py file or a module name), which register their probes; the
+    error of each that could not be imported, by its reference."""
+    failed = {}
+    for ref in refs:
+        try:
+            if ref.endswith(".py"):
+                name = f"compat_matrix_probes_{Path(ref).stem}_{abs(hash(ref)):x}"
+                spec = importlib.util.spec_from_file_location(name, ref)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                spec.loader.exec_module(module)
+            else:
+                importlib.import_module(ref)
+        except (Exception, SystemExit) as exc:
+            failed[ref] = describe_exception(exc)
+    return failed
+
+
 def run(request: dict[str, Any]) -> CellResult:
     die_with_parent()
     start = time.monotonic()
@@ -336,12 +376,14 @@ def run(request: dict[str, Any]) -> CellResult:
     import transformers  # noqa: F401
 
     prewarm()
+    unloaded = load_probe_modules(request.get("probes", []))
+    prepare(tuple(dict.fromkeys(m for s in request["subjects"] for m in s["methods"])))
     # Everything imported so far is permanent: the collections that transformers and accelerate run (once per
     # Trainer step) then skip it, and forked children share its pages instead of copying them.
     gc.freeze()
     timeout = request.get("timeout", DEFAULT_TIMEOUT)
     subjects = tuple(
-        run_isolated(s["target"], tuple(s["methods"]), s.get("factory"), timeout) for s in request["subjects"]
+        run_isolated(s["target"], tuple(s["methods"]), s.get("factory"), timeout, unloaded) for s in request["subjects"]
     )
     return CellResult(
         matrix=request["matrix"],

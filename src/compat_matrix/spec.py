@@ -24,11 +24,12 @@ DEFAULT_TIMEOUT = 300.0  # seconds per probe call
 DEFAULT_CELL_TIMEOUT = 1800.0  # seconds for a whole cell: install and probes
 _SERIES = re.compile(r"^(\d+(?:\.\d+)*)\.x$")
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _CATCH = re.compile(r"^\w+\.\S+$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 _KNOWN = {
-    "matrix": {"name", "requirements", "timeout", "cell_timeout", "description"},
+    "matrix": {"name", "requirements", "timeout", "cell_timeout", "description", "probes"},
     "subjects": {"target", "methods", "factory", "expect", "catches"},
 }
 
@@ -83,6 +84,8 @@ class MatrixSpec:
     cell_timeout: float = DEFAULT_CELL_TIMEOUT
     # Each rule maps axes to values; a cell matching every axis of one rule is left out.
     exclude: tuple[tuple[tuple[str, str], ...], ...] = ()
+    # Probe modules of the user's own: absolute paths of .py files, or importable module names.
+    probes: tuple[str, ...] = ()
 
     @property
     def packages(self) -> tuple[str, ...]:
@@ -144,6 +147,7 @@ def parse(data: dict[str, Any], path: Path) -> MatrixSpec:
     if not isinstance(name, str) or not _NAME.match(name):
         problem("matrix.name", name, "required; letters, digits, '.', '_' or '-'")
     requirements = _requirements(matrix.get("requirements", []), path, problem)
+    probes = _probe_modules(matrix.get("probes", []), path, problem)
     timeout = _seconds(matrix, "timeout", DEFAULT_TIMEOUT, problem)
     cell_timeout = _seconds(matrix, "cell_timeout", DEFAULT_CELL_TIMEOUT, problem)
     axes = _axes(_table(data, "axes", problem), problem)
@@ -154,7 +158,7 @@ def parse(data: dict[str, Any], path: Path) -> MatrixSpec:
 
     if problems:
         raise MatrixError(problems)
-    return MatrixSpec(path, name, requirements, axes, subjects, timeout, cell_timeout, exclude)
+    return MatrixSpec(path, name, requirements, axes, subjects, timeout, cell_timeout, exclude, probes)
 
 
 def _table(data: dict[str, Any], key: str, problem) -> dict[str, Any]:
@@ -200,6 +204,26 @@ def _requirements(values: Any, path: Path, problem) -> tuple[str, ...]:
             if requirement.url:
                 problem(key, value, "URLs are not allowed; a PEP 508 requirement or a local path")
             out.append(str(requirement))
+    return tuple(out)
+
+
+def _probe_modules(values: Any, path: Path, problem) -> tuple[str, ...]:
+    """Paths of .py files (relative to the matrix file) or dotted module names that register probes."""
+    if not isinstance(values, list):
+        problem("matrix.probes", values, "a list of .py files or module names")
+        return ()
+    out: list[str] = []
+    for index, value in enumerate(values):
+        key = f"matrix.probes[{index}]"
+        if isinstance(value, str) and is_local(value):
+            local = (path.parent / value).expanduser().resolve()
+            if local.suffix != ".py" or not local.is_file():
+                problem(key, value, f"not a .py file: {local}")
+            out.append(str(local))
+        elif isinstance(value, str) and _MODULE.match(value):
+            out.append(value)
+        else:
+            problem(key, value, "a .py file (./, ../ or /) or an importable module name")
     return tuple(out)
 
 

@@ -58,11 +58,26 @@ def on_call(codes: tuple[types.CodeType, ...], callback: OnCall) -> Iterator[Non
                 del _WATCHED[code]
 
 
+def called_on(frame: types.FrameType, owner: type | None) -> bool:
+    """Whether the frame's first argument (`self`, or `cls` of a classmethod) is `owner` or an instance of it. A
+    base implementation's code also runs for other objects (the wrapped model inherits it too); those calls are
+    not calls of the audited method on the subject."""
+    code = frame.f_code
+    if owner is None or not code.co_argcount:
+        return True
+    first = frame.f_locals.get(code.co_varnames[0])
+    return isinstance(first, owner) or (isinstance(first, type) and issubclass(first, owner))
+
+
 @contextlib.contextmanager
-def reached(names: Watched) -> Iterator[set[str]]:
-    """The names (of `names`, each with its code objects) whose code ran while the block ran."""
+def reached(names: Watched, owner: type | None = None) -> Iterator[set[str]]:
+    """The names (of `names`, each with its code objects) whose code ran, on `owner` if given, during the block."""
     seen: set[str] = set()
+
+    def hit(name: str) -> OnCall:
+        return lambda frame: seen.add(name) if called_on(frame, owner) else None
+
     with contextlib.ExitStack() as stack:
         for name, codes in names.items():
-            stack.enter_context(on_call(codes, lambda frame, name=name: seen.add(name)))
+            stack.enter_context(on_call(codes, hit(name)))
         yield seen

@@ -11,7 +11,8 @@ observations carry its verdict; it may say that it observed nothing meaningful (
 `inconclusive` observation), and then it cannot make a subject `same`. Each built-in probe ships with a
 deliberately broken override (in tests/broken_overrides/) that it must tell apart from the base implementation.
 
-The families live in their own modules: `checkpointing` (the switches of gradient checkpointing).
+The families live in their own modules: `checkpointing` (the switches of gradient checkpointing) and `generic`
+(probes for any method: signatures, transformers' own calls, the paths users take).
 """
 
 from __future__ import annotations
@@ -24,7 +25,21 @@ from dataclasses import dataclass
 from typing import Any
 
 Values = dict[str, Any]
-Build = Callable[[], Any]
+ANY = ("*",)  # `exercises=ANY`: a probe for every audited method, whatever it is
+
+
+@dataclass(frozen=True)
+class Build:
+    """What a probe receives. `build()` returns a fresh tiny instance of the variant under test (same seed every
+    time); `cls` is that variant's class and `methods` the audited method names, for probes of any method."""
+
+    factory: Callable[[type], Any]
+    cls: type
+    methods: tuple[str, ...] = ()
+
+    def __call__(self) -> Any:
+        return self.factory(self.cls)
+
 
 ERROR = "error"  # an exception the probe raised: type and first line of the message
 WARNINGS = "warnings"  # Python warnings and transformers' logger warnings raised during the probe
@@ -78,6 +93,8 @@ def probe(
 
     def register(func: Callable[[Build], Values]) -> Callable[[Build], Values]:
         name = func.__name__
+        if name in _REGISTRY and _REGISTRY[name].func.__module__ != func.__module__:
+            raise ValueError(f"a probe named {name!r} is already registered by {_REGISTRY[name].func.__module__}")
         _REGISTRY[name] = Probe(
             name, func, tuple(exercises), summary, carries, tuple(informs), title or name.replace("_", " ")
         )
@@ -96,13 +113,36 @@ def titles() -> dict[str, str]:
 
 
 def probes_for(methods: tuple[str, ...]) -> list[Probe]:
-    """The probes that exercise at least one of `methods`."""
-    return [p for p in _REGISTRY.values() if set(p.exercises) & set(methods)]
+    """The probes that exercise at least one of `methods`: the specific ones first, then those for any method."""
+    specific = [p for p in _REGISTRY.values() if set(p.exercises) & set(methods)]
+    return specific + [p for p in _REGISTRY.values() if p.exercises == ANY and methods]
+
+
+_PREPARATIONS: list[Callable[[tuple[str, ...]], None]] = []
+
+
+def preparation(func: Callable[[tuple[str, ...]], None]) -> Callable[[tuple[str, ...]], None]:
+    """Register work that depends only on the installed release and the audited method names (parsing
+    transformers' source, say): done once, before the variants are forked, which then share its results."""
+    _PREPARATIONS.append(func)
+    return func
+
+
+def prepare(methods: tuple[str, ...]) -> None:
+    for func in _PREPARATIONS:
+        with contextlib.suppress(Exception):  # a probe that needs it reports the error as an observation
+            func(methods)
 
 
 # Imported once in the cell's process before any variant is forked, so that no variant pays for (or warns
 # about) a first import that the other variants would not see.
-PREWARM = ("transformers.trainer", "transformers.training_args", "transformers.models.llama.modeling_llama")
+PREWARM = (
+    "transformers.trainer",
+    "transformers.training_args",
+    "transformers.models.llama.modeling_llama",
+    "transformers.generation.utils",
+    "safetensors.torch",
+)
 
 
 def prewarm(modules: tuple[str, ...] = PREWARM) -> None:
@@ -113,4 +153,4 @@ def prewarm(modules: tuple[str, ...] = PREWARM) -> None:
                 importlib.import_module(name)
 
 
-from compat_matrix.probes import checkpointing  # noqa: E402, F401  registers the family
+from compat_matrix.probes import checkpointing, generic  # noqa: E402, F401  registers the families

@@ -324,7 +324,7 @@ def _switched(build: Build, switch: str, parameter: str, value: Any) -> Values:
     return {"layers": layers, "checkpoint_calls": len(calls)}
 
 
-def training_arguments(folder: str, kwargs: dict[str, Any] | None) -> Any:
+def training_arguments(folder: str, kwargs: dict[str, Any] | None, checkpointing: bool = True) -> Any:
     """`TrainingArguments` with `gradient_checkpointing=True` (the name users have written for years) and, if
     given, `gradient_checkpointing_kwargs`; one step on the CPU, no logging, nothing saved."""
     from transformers import TrainingArguments
@@ -335,7 +335,7 @@ def training_arguments(folder: str, kwargs: dict[str, Any] | None) -> Any:
         extra = {"activation_checkpointing_kwargs": dict(kwargs)}
     return TrainingArguments(
         output_dir=folder,
-        gradient_checkpointing=True,
+        gradient_checkpointing=checkpointing,
         max_steps=1,
         per_device_train_batch_size=2,
         report_to="none",

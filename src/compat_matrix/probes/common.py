@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
 from compat_matrix.results import describe_exception
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_TEMPORARY = re.compile(re.escape(tempfile.gettempdir()) + r"/[\w.-]+")
 
 
 def batch() -> Any:
@@ -35,13 +37,16 @@ def fraction(count: int, total: int) -> str:
 
 
 def stable_text(text: str) -> str:
-    """`text` without memory addresses, which differ between processes and say nothing about behaviour."""
-    return _ADDRESS.sub("", text)
+    """`text` without memory addresses or temporary folders' names, which differ between processes and runs and
+    say nothing about behaviour."""
+    return _TEMPORARY.sub("<temporary folder>", _ADDRESS.sub("", text))
 
 
 def jsonable(value: Any) -> Any:
     """`value` as plain JSON: containers kept, a function by its qualified name, anything else by its repr."""
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if isinstance(value, str):
+        return stable_text(value)
+    if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}

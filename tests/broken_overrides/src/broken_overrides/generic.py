@@ -1,0 +1,55 @@
+"""Broken overrides of methods other than the checkpointing switches, on a tiny LlamaForCausalLM (which the
+default factory builds, and which saves, loads and generates), for the probes of any method; and a control."""
+
+from __future__ import annotations
+
+from transformers import LlamaForCausalLM
+
+
+class OldTieWeights(LlamaForCausalLM):
+    """`tie_weights` with the signature of 4.57, which 5.x calls with `missing_keys=` and `recompute_mapping=`."""
+
+    def tie_weights(self):
+        super().tie_weights()
+
+
+class PassThroughTieWeights(LlamaForCausalLM):
+    """Control: `tie_weights` that passes everything on to the base."""
+
+    def tie_weights(self, *args, **kwargs):
+        return super().tie_weights(*args, **kwargs)
+
+
+class WrongInputEmbeddings(LlamaForCausalLM):
+    """`get_input_embeddings` returns the output head, a module the model does not embed its inputs with."""
+
+    def get_input_embeddings(self):
+        return self.lm_head
+
+
+class DoublesInit(LlamaForCausalLM):
+    """`_init_weights` that doubles every linear weight after the base initialised it: no error, other values."""
+
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if hasattr(module, "weight") and module.weight is not None and module.weight.dim() == 2:
+            module.weight.data.mul_(2)
+
+
+class NegatesLogits(LlamaForCausalLM):
+    """`forward` that negates the logits and doubles the loss: greedy decoding picks other tokens, training sees
+    another loss."""
+
+    def forward(self, *args, **kwargs):
+        output = super().forward(*args, **kwargs)
+        output.logits = -output.logits
+        if output.loss is not None:
+            output.loss = output.loss * 2
+        return output
+
+
+class SaveWithoutWeights(LlamaForCausalLM):
+    """`save_pretrained` that writes the configuration only: loading it back gives a freshly initialised model."""
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        self.config.save_pretrained(save_directory)
