@@ -15,7 +15,7 @@ ones); it is not where any version needs the override; differences and missing e
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from compat_matrix.results import Observation, SubjectResult, one_line
@@ -155,15 +155,10 @@ def grouped(contrasts: tuple[Contrast, ...]) -> list[Contrast]:
     ]
 
 
-def conclude(subject: SubjectResult | None, verdict: Verdict, titles: dict[str, str]) -> Conclusion:
-    if verdict.verdict == SAME:
+def from_contrasts(contrasts: list[Contrast]) -> Conclusion:
+    """harmful, needed or behaves differently, by the rules above; redundant when nothing differs."""
+    if not contrasts:
         return Conclusion(REDUNDANT)
-    if verdict.verdict in (INCONCLUSIVE, NO_PROBE):
-        return Conclusion(UNKNOWN, why=verdict.reason)
-    if verdict.verdict != DIFFERS or subject is None:
-        return Conclusion(NOT_RUN, why=f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict)
-    differing = [o for o in subject.observations if o.carries and not o.same]
-    contrasts = tuple(contrast(o, titles.get(o.probe, o.probe.replace("_", " "))) for o in differing)
     kinds = {c.kind for c in contrasts}
     if HARMFUL in kinds and NEEDED not in kinds:
         kind = HARMFUL
@@ -171,8 +166,34 @@ def conclude(subject: SubjectResult | None, verdict: Verdict, titles: dict[str, 
         kind = NEEDED
     else:
         kind = DIFFERENTLY
-    ordered = sorted(contrasts, key=lambda c: KINDS.index(c.kind))
-    return Conclusion(kind, tuple(ordered))
+    return Conclusion(kind, tuple(sorted(contrasts, key=lambda c: KINDS.index(c.kind))))
+
+
+def _title(observation: Observation, titles: dict[str, str]) -> str:
+    return titles.get(observation.probe, observation.probe.replace("_", " "))
+
+
+def conclude(subject: SubjectResult | None, verdict: Verdict, titles: dict[str, str]) -> Conclusion:
+    """The conclusion for one cell and subject: what deleting every audited method does."""
+    if verdict.verdict == SAME:
+        return Conclusion(REDUNDANT)
+    if verdict.verdict in (INCONCLUSIVE, NO_PROBE):
+        return Conclusion(UNKNOWN, why=verdict.reason)
+    if verdict.verdict != DIFFERS or subject is None:
+        return Conclusion(NOT_RUN, why=f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict)
+    differing = [o for o in subject.observations if o.carries and not o.same]
+    return from_contrasts([contrast(o, _title(o, titles)) for o in differing])
+
+
+def conclude_method(subject: SubjectResult | None, verdict: Verdict, method: str, titles: dict[str, str]) -> Conclusion:
+    """What deleting `method` alone does, from the variant with only that method deleted; where the two columns
+    agree, that variant did not run and deleting it is as redundant as deleting them all."""
+    if verdict.verdict != DIFFERS or subject is None or len(subject.methods) < 2:
+        return conclude(subject, verdict, titles)
+    alone = [replace(o, base=dict(o.without)[method]) for o in subject.observations if method in dict(o.without)]
+    if not alone:
+        return Conclusion(UNKNOWN, why=f"the variant without `{method}` alone did not run")
+    return from_contrasts([contrast(o, _title(o, titles)) for o in alone if o.carries and not o.same])
 
 
 def deprecations(subject: SubjectResult | None) -> tuple[tuple[str, str | None], ...]:
@@ -198,12 +219,13 @@ class Row:
     verdict: Verdict
     conclusion: Conclusion
     deprecations: tuple[tuple[str, str | None], ...] = ()
+    per_method: tuple[tuple[str, Conclusion], ...] = ()  # (method, what deleting it alone does)
 
 
 @dataclass(frozen=True)
 class Summary:
-    """Across the tested versions of one subject: a line per conclusion, deprecations, the recommendation, and
-    where the verdict changes (`glance`)."""
+    """Across the tested versions of one subject: a line per conclusion (per method, where there are several),
+    deprecations, the recommendation, and where the verdict changes (`glance`)."""
 
     lines: tuple[str, ...]
     deprecations: tuple[str, ...]
@@ -230,7 +252,7 @@ def versions_text(labels: list[str], order: list[str]) -> str:
         return label.split(" ", 1)[1] if simple else label
 
     said = [f"{name(r[0])} … {name(r[-1])}" if len(r) > 2 else ", ".join(map(name, r)) for r in runs]
-    return (f"{shared.pop()} " if simple else "") + ("; " if not simple else ", ").join(said)
+    return (f"{shared.pop()} " if simple else "") + (", " if simple else "; ").join(said)
 
 
 def _methods(methods: tuple[str, ...]) -> str:
@@ -244,35 +266,47 @@ def _methods(methods: tuple[str, ...]) -> str:
 WHERE = "\0where\0"  # stands for the versions in a line until the versions that share it are known
 
 
-def _line(kind: str, first: Row) -> str:
-    """The line for `first`'s conclusion, with WHERE for the versions."""
-    where = WHERE
-    follows = first.verdict.follows if first.verdict.per_method or len(first.verdict.follows) == 1 else ()
+def _line(conclusion: Conclusion, follows: tuple[str, ...] = ()) -> str:
+    """The line for one conclusion, with WHERE for the versions."""
+    kind, where = conclusion.kind, WHERE
     pinned = f" (follows {', '.join(f'`{m}`' for m in follows)})" if follows else ""
-    groups = grouped(first.conclusion.contrasts)
+    groups = grouped(conclusion.contrasts)
     if kind == REDUNDANT:
         return f"**redundant** on {where}: deleting changes nothing there."
     if kind in (UNKNOWN, NOT_RUN):
-        return f"**{kind}** on {where}: {first.conclusion.why}"
-    if kind == HARMFUL:
-        broken = [g for g in groups if g.kind == HARMFUL]
-        said = "; ".join(f"{g.what} raise “{g.error}”" for g in broken)
-        return f"**harmful** on {where}{pinned}: with the override, {said}; without it they run."
-    if kind == NEEDED:
-        broken = [g for g in groups if g.kind == NEEDED]
-        said = "; ".join(f"{g.what} raise “{g.error}”" for g in broken)
-        return f"**needed** on {where}{pinned}: without the override, {said}; with it they run."
+        return f"**{kind}** on {where}: {conclusion.why}"
+    if kind in (HARMFUL, NEEDED):
+        said = "; ".join(f"{g.what} raise “{g.error}”" for g in groups if g.kind == kind)
+        side = ("with", "without") if kind == HARMFUL else ("without", "with")
+        return f"**{kind}** on {where}{pinned}: {side[0]} the override, {said}; {side[1]} it they run."
     return f"**behaves differently** on {where}{pinned}: " + "; ".join(g.text() for g in groups) + "."
 
 
-def summarize(methods: tuple[str, ...], rows: list[Row]) -> Summary:
-    """`rows` newest first. Versions with the same conclusion, said the same way, share a line."""
+def _lines(rows: list[tuple[str, Conclusion, tuple[str, ...]]], order: list[str]) -> list[str]:
+    """Versions whose conclusion is said the same way share a line; lines in the order of KINDS."""
     lines: dict[tuple[str, str], list[str]] = {}
-    for row in rows:
-        lines.setdefault((row.conclusion.kind, _line(row.conclusion.kind, row)), []).append(row.label)
+    for label, conclusion, follows in rows:
+        lines.setdefault((conclusion.kind, _line(conclusion, follows)), []).append(label)
     ordered = sorted(lines.items(), key=lambda item: KINDS.index(item[0][0]))
+    return [line.replace(WHERE, versions_text(labels, order)) for (_, line), labels in ordered]
+
+
+def _follows(verdict: Verdict) -> tuple[str, ...]:
+    return verdict.follows if verdict.per_method or len(verdict.follows) == 1 else ()
+
+
+def summarize(methods: tuple[str, ...], rows: list[Row]) -> Summary:
+    """`rows` newest first. With several audited methods and the variants that delete one alone, a line per
+    method and conclusion; else a line per conclusion."""
     order = [row.label for row in rows]
-    said = tuple(line.replace(WHERE, versions_text(labels, order)) for (_, line), labels in ordered)
+    if len(methods) > 1 and any(row.verdict.per_method for row in rows):
+        by_method = {m: [(r.label, dict(r.per_method).get(m, r.conclusion)) for r in rows] for m in methods}
+        said = [f"`{m}`: {line}" for m in methods for line in _lines([(at, c, ()) for at, c in by_method[m]], order)]
+        advice = [recommend((m,), by_method[m], order, per_method=True) for m in methods]
+        recommendation = " ".join(_merge(advice))
+    else:
+        said = _lines([(r.label, r.conclusion, _follows(r.verdict)) for r in rows], order)
+        recommendation = recommend(methods, [(r.label, r.conclusion) for r in rows], order)
     first_seen: dict[tuple[str, str | None], str] = {}
     for row in reversed(rows):  # oldest first: the first version that warns
         for method, replacement in row.deprecations:
@@ -280,29 +314,48 @@ def summarize(methods: tuple[str, ...], rows: list[Row]) -> Summary:
     deprecated = tuple(
         f"`{m}` deprecated in {label}" + (f" in favour of `{r}`" if r else "") for (m, r), label in first_seen.items()
     )
-    return Summary(said, deprecated, recommend(methods, rows), glance(rows))
+    return Summary(tuple(said), deprecated, recommendation, glance(rows))
 
 
-def recommend(methods: tuple[str, ...], rows: list[Row]) -> str:
-    order = [row.label for row in rows]
+def _merge(advice: list[str]) -> list[str]:
+    """`Delete `a`: safe…` and `Delete `b`: safe…` said once: `Delete `a`, `b`: safe…`."""
+    merged: dict[tuple[str, str], list[str]] = {}
+    for text in advice:
+        verb, method, tail = re.match(r"^(\w+) (`[^`]+`)(: .*)$", text).groups()
+        merged.setdefault((verb, tail), []).append(method)
+    return [f"{verb} {', '.join(methods)}{tail}" for (verb, tail), methods in merged.items()]
+
+
+def recommend(
+    methods: tuple[str, ...], rows: list[tuple[str, Conclusion]], order: list[str], per_method: bool = False
+) -> str:
+    """What to do with the override(s), from the conclusions on every tested version. `per_method`: the advice
+    for one method, as "Delete|Keep|Review `m`: why."."""
     by_kind: dict[str, list[str]] = {}
-    for row in rows:
-        by_kind.setdefault(row.conclusion.kind, []).append(row.label)
+    for label, conclusion in rows:
+        by_kind.setdefault(conclusion.kind, []).append(label)
     ran = [k for k in by_kind if k != NOT_RUN]
     untested = f" Not tested: {versions_text(by_kind[NOT_RUN], order)}." if NOT_RUN in by_kind else ""
+    which = f"`{methods[0]}`" if per_method else _methods(methods)
     if not ran:
-        return "Nothing ran, so there is nothing to recommend." + untested
+        return (
+            f"Review {which}: nothing ran." if per_method else "Nothing ran, so there is nothing to recommend."
+        ) + untested
     if NEEDED in by_kind:
-        return f"Keep {_methods(methods)}: needed on {versions_text(by_kind[NEEDED], order)}." + untested
+        return f"Keep {which}: needed on {versions_text(by_kind[NEEDED], order)}." + untested
     if set(ran) <= {REDUNDANT, HARMFUL}:
         fixes = f" and fixes {versions_text(by_kind[HARMFUL], order)}" if HARMFUL in by_kind else ""
-        return f"Deleting {_methods(methods)} is safe on every tested version{fixes}." + untested
+        if per_method:
+            return f"Delete {which}: safe on every tested version{fixes}." + untested
+        return f"Deleting {which} is safe on every tested version{fixes}." + untested
     caveats = []
     if DIFFERENTLY in by_kind:
         caveats.append(f"changes behaviour on {versions_text(by_kind[DIFFERENTLY], order)}: review the differences")
     if UNKNOWN in by_kind:
         caveats.append(f"is not established on {versions_text(by_kind[UNKNOWN], order)}")
-    return f"Deleting {_methods(methods)} " + " and ".join(caveats) + "." + untested
+    if per_method:
+        return f"Review {which}: deleting it " + " and ".join(caveats) + "." + untested
+    return f"Deleting {which} " + " and ".join(caveats) + "." + untested
 
 
 def glance(rows: list[Row]) -> str:
@@ -318,11 +371,18 @@ def glance(rows: list[Row]) -> str:
 
 
 def add_conclusions(subjects: Any, titles: dict[str, str]) -> Any:
-    """The `subjects` frame (with verdicts) with each row's Conclusion, its verdict phrase and its deprecations."""
-    conclusions = [conclude(r, d, titles) for r, d in zip(subjects["result"], subjects["decided"], strict=True)]
-    phrases = [c.phrase(d) for c, d in zip(conclusions, subjects["decided"], strict=True)]
+    """The `subjects` frame (with verdicts) with each row's Conclusion, what deleting each method alone does, its
+    verdict phrase and its deprecations."""
+    pairs = list(zip(subjects["result"], subjects["decided"], strict=True))
+    conclusions = [conclude(r, d, titles) for r, d in pairs]
+    per_method = [
+        tuple((m, conclude_method(r, d, m, titles)) for m in (r.methods if r is not None else ())) for r, d in pairs
+    ]
     return subjects.assign(
-        conclusion=conclusions, phrase=phrases, deprecations=[deprecations(r) for r in subjects["result"]]
+        conclusion=conclusions,
+        per_method=per_method,
+        phrase=[c.phrase(d) for c, (_, d) in zip(conclusions, pairs, strict=True)],
+        deprecations=[deprecations(r) for r in subjects["result"]],
     )
 
 
@@ -332,6 +392,6 @@ def summaries(subjects: Any, expected: tuple[Any, ...]) -> dict[str, Summary]:
     for subject in expected:
         rows = subjects[subjects["target"] == subject.target].to_dict("records")
         ran = next((r["result"].methods for r in rows if r["result"] is not None and r["result"].methods), None)
-        said = [Row(r["label"], r["decided"], r["conclusion"], r["deprecations"]) for r in rows]
+        said = [Row(r["label"], r["decided"], r["conclusion"], r["deprecations"], r["per_method"]) for r in rows]
         out[subject.target] = summarize(ran or subject.methods, said)
     return out

@@ -133,7 +133,7 @@ def subject_section(report: Report, subject: Subject) -> list[str]:
     ]
     out += [table(["", *COLUMNS.values(), "verdict"], main), ""]
     if ran and ran.overrides:
-        listed = ", ".join(f"`{n}` ({'probed' if probed else 'no probe covers it'})" for n, _, probed in ran.overrides)
+        listed = ", ".join(f"`{n}` ({'audited' if audited else 'not audited'})" for n, _, audited in ran.overrides)
         out += [f"Overrides of transformers methods: {listed}.", ""]
     return out
 
@@ -256,7 +256,7 @@ def subject_json(row: dict[str, Any]) -> dict[str, Any]:
         "probes": list(ran.probes) if ran else [],
         "variants": list(ran.variants) if ran else [],
         "unprobed": list(ran.unprobed) if ran else [],
-        "overrides": [{"name": n, "overrides": base, "probed": p} for n, base, p in ran.overrides] if ran else [],
+        "overrides": [{"name": n, "overrides": base, "audited": a} for n, base, a in ran.overrides] if ran else [],
         "observations": [o.to_json() for o in ran.observations] if ran else [],
     }
 

@@ -88,7 +88,7 @@ class SubjectResult:
     probes: tuple[str, ...] = ()  # the probes that ran
     variants: tuple[str, ...] = ()  # the variants that ran: override, base, base without <method>, ...
     unprobed: tuple[str, ...] = ()  # audited methods that no probe exercises
-    # Methods the subject defines that override a method of transformers: (name, overridden class, probed?)
+    # Methods the subject defines that override a method of transformers: (name, overridden class, audited?)
     overrides: tuple[tuple[str, str, bool], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
@@ -100,7 +100,7 @@ class SubjectResult:
             "probes": list(self.probes),
             "variants": list(self.variants),
             "unprobed": list(self.unprobed),
-            "overrides": [{"name": n, "overrides": base, "probed": probed} for n, base, probed in self.overrides],
+            "overrides": [{"name": n, "overrides": base, "audited": audited} for n, base, audited in self.overrides],
             "observations": [o.to_json() for o in self.observations],
         }
 
@@ -114,7 +114,7 @@ class SubjectResult:
             probes=tuple(data.get("probes", ())),
             variants=tuple(data.get("variants", ())),
             unprobed=tuple(data.get("unprobed", ())),
-            overrides=tuple((o["name"], o["overrides"], o["probed"]) for o in data.get("overrides", ())),
+            overrides=tuple((o["name"], o["overrides"], o["audited"]) for o in data.get("overrides", ())),
             observations=tuple(Observation.from_json(o) for o in data["observations"]),
         )
 

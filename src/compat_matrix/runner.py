@@ -50,7 +50,6 @@ from compat_matrix.probes import (
     prepare,
     prewarm,
     probes_for,
-    registry,
 )
 from compat_matrix.probes.common import jsonable, stable_text
 from compat_matrix.results import (
@@ -147,13 +146,13 @@ def call_probe(
 
 
 def pair(probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[Observation]:
-    """Observations of every probe that every variant completed, matched by name; a name a variant lacks reads
-    None there. The variants beyond the first two are the per-method bases."""
+    """Observations of every probe that both variants completed, matched by name; a name a variant lacks reads
+    None there. The per-method bases (variants beyond the first two) add their values where they ran the probe."""
     observations = []
     for probe in probes:
-        if not all(probe.name in values for values in runs.values()):
+        if not all(probe.name in runs.get(v, {}) for v in (variants.OVERRIDE, variants.BASE)):
             continue
-        by_variant = {variant: values[probe.name] for variant, values in runs.items()}
+        by_variant = {variant: values[probe.name] for variant, values in runs.items() if probe.name in values}
         names = list(dict.fromkeys(name for values in by_variant.values() for name in values))
         for name in names:
             without = tuple(
@@ -174,17 +173,16 @@ def pair(probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[Observ
     return observations
 
 
-def discover_overrides(cls: type, package: str = BUILDS_ON) -> list[tuple[str, str, bool]]:
+def discover_overrides(cls: type, package: str = BUILDS_ON) -> list[tuple[str, str]]:
     """Every method `cls` defines itself that a class of `package` after it in the MRO also defines, with that
-    class and whether some probe exercises it. Dunder methods (`__init__`) are construction, not behaviour."""
-    probed = {m for p in registry().values() for m in p.exercises}
+    class. Dunder methods (`__init__`) are construction, not behaviour."""
     found = []
     for name, value in vars(cls).items():
         if name.startswith("__") or not isinstance(value, METHOD_TYPES):
             continue
         origin = next((k for k in cls.__mro__[1:] if name in vars(k) and k.__module__.split(".")[0] == package), None)
         if origin is not None:
-            found.append((name, f"{origin.__module__}.{origin.__qualname__}", name in probed))
+            found.append((name, f"{origin.__module__}.{origin.__qualname__}"))
     return found
 
 
@@ -276,10 +274,10 @@ def run_subject(
         factory = resolve_factory(factory_ref)
     except Exception as exc:
         return replace(failed, status="import-failed", reason=describe_exception(exc))
-    overrides = discover_overrides(cls)
-    # No methods in the matrix file: audit every discovered override that some probe covers.
-    methods = methods or tuple(name for name, _, probed in overrides if probed)
-    failed = replace(failed, methods=methods, overrides=tuple(overrides))
+    discovered = discover_overrides(cls)
+    methods = methods or tuple(name for name, _ in discovered)  # none in the matrix file: every override
+    overrides = tuple((name, origin, name in methods) for name, origin in discovered)
+    failed = replace(failed, methods=methods, overrides=overrides)
     try:
         variants.check(cls, methods)
     except variants.VariantError as exc:
@@ -292,11 +290,13 @@ def run_subject(
     done = replace(failed, probes=tuple(p.name for p in probes), unprobed=unprobed)
     runs: dict[str, dict[str, Values]] = {}
     for variant in variants.names(methods, per_method=True) if probes else []:
-        if variant.startswith(variants.WITHOUT) and not _differs(pair(probes, runs)):
-            break  # the per-method bases only say which override a difference follows
+        # The per-method bases only say which override a difference follows: they run the probes that differed.
+        ran = probes if not variant.startswith(variants.WITHOUT) else _differing(probes, pair(probes, runs))
+        if not ran:
+            break
 
-        def work(variant: str = variant) -> dict[str, Any]:
-            return run_variant(cls, variant, methods, probes, factory, timeout, progress)
+        def work(variant: str = variant, ran: list[Probe] = ran) -> dict[str, Any]:
+            return run_variant(cls, variant, methods, ran, factory, timeout, progress)
 
         run = forked(work, progress, timeout + WATCHDOG_GRACE)
         if run.status != OK or run.answer["timed_out"]:
@@ -307,8 +307,10 @@ def run_subject(
     return replace(done, variants=tuple(runs), observations=broken + tuple(pair(probes, runs)))
 
 
-def _differs(observations: list[Observation]) -> bool:
-    return any(o.carries and not o.same for o in observations)
+def _differing(probes: list[Probe], observations: list[Observation]) -> list[Probe]:
+    """The probes with an observation that carries a verdict and differs."""
+    names = {o.probe for o in observations if o.carries and not o.same}
+    return [p for p in probes if p.name in names]
 
 
 def run_isolated(

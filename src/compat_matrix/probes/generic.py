@@ -357,9 +357,12 @@ def generate(build: Build) -> Values:
         return {"generated": "cannot generate"}
 
     def step() -> Any:
+        from transformers import GenerationConfig
+
         instance.eval()
+        config = GenerationConfig(max_new_tokens=1, do_sample=False)
         with torch.no_grad():
-            ids = instance.generate(input_ids=batch()[:1, :4], max_new_tokens=1, do_sample=False)
+            ids = instance.generate(input_ids=batch()[:1, :4], generation_config=config)
         return ids.tolist()
 
     return {"generated": attempt(step)}
