@@ -85,3 +85,24 @@ def test_bad_matrix_file_runs_nothing_and_exits_2(tmp_path):
     assert done.returncode == 2
     assert f"error: {matrix}: matrix.name = 'bad name'" in done.stderr + done.stdout
     assert not (tmp_path / "reports" / ".cells").exists()
+
+
+def test_a_probe_module_of_your_own_runs_beside_the_built_in_ones_and_a_broken_one_is_an_observation(tmp_path):
+    example = tmp_path / "custom-probe"
+    shutil.copytree(ROOT / "examples" / "custom-probe", example)
+    (example / "broken_probes.py").write_text('raise RuntimeError("cannot import this")\n')
+    matrix = example / "matrix.toml"
+    matrix.write_text(
+        matrix.read_text().replace('"./compat_probes.py"]', '"./compat_probes.py", "./broken_probes.py"]')
+    )
+    done, report = run_matrix(matrix, tmp_path / "reports")
+    assert done.returncode == 0, done.stdout[-3000:]
+    (cell,) = report["cells"]
+    (subject,) = cell["subjects"]
+    assert cell["status"] == "ok" and subject["verdict"] == "differs"
+    observed = {(o["probe"], o["name"]): o for o in subject["observations"]}
+    mine = observed["frozen_model_input_grads", "loss_requires_grad"]
+    assert mine["override"] is False  # the module get_input_embeddings returns is never called: no input grads
+    broken = observed[str(example / "broken_probes.py"), "error"]
+    assert broken["override"] == broken["base"] == "RuntimeError: cannot import this" and not broken["carries"]
+    assert "frozen model input grads" in (tmp_path / "reports" / "custom-probe.md").read_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import warnings
@@ -92,3 +93,18 @@ def test_reached_names_the_audited_methods_whose_code_ran_and_inconclusive_is_an
     watched = {name: tracing.bodies(vars(Thing)[name]) for name in ("used", "unused")}
     values = call_probe(Probe("uses", uses, ("used",)), build=Thing, watched=watched)
     assert values == {"inconclusive": "saw nothing", "reached": ["used"]}
+
+
+def test_a_message_logged_once_is_seen_by_every_probe_that_logs_it():
+    logger = logging.getLogger("transformers.once")
+    logging.Logger.warning_once = functools.lru_cache(None)(logging.Logger.warning)  # as transformers defines it
+
+    def logs(build):
+        logger.warning_once("said once")
+        return {}
+
+    try:
+        seen = [call_probe(Probe("logs", logs, ("m",)), build=lambda: None) for _ in range(2)]
+    finally:
+        del logging.Logger.warning_once
+    assert seen == [{"warnings": ["transformers logger: said once"]}] * 2

@@ -100,10 +100,21 @@ class _Collect(logging.Handler):
         self.into.add(f"{record.name.split('.')[0]} logger: {one_line(record.getMessage())}")
 
 
+def forget_once() -> None:
+    """Empty the caches behind transformers' `logger.warning_once` (and any other `*_once`): what one probe
+    logged first must not silence the same message in another, whichever ran first in a variant."""
+    for name in dir(logging.Logger):
+        clear = getattr(getattr(logging.Logger, name), "cache_clear", None)
+        if name.endswith("_once") and callable(clear):
+            clear()
+
+
 @contextlib.contextmanager
 def logged_warnings() -> Iterator[set[str]]:
     """Warnings and errors logged while the block runs: transformers' own logger (`logger.warning`,
-    `warning_once`), which does not propagate, and every logger that reaches the root."""
+    `warning_once`, each message as if for the first time), which does not propagate, and every logger that
+    reaches the root."""
+    forget_once()
     into: set[str] = set()
     handler = _Collect(into)
     loggers = [logging.getLogger(), logging.getLogger(BUILDS_ON)]
