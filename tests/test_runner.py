@@ -11,7 +11,7 @@ import pytest
 
 from compat_matrix import tracing
 from compat_matrix.probes import Inconclusive, Probe
-from compat_matrix.runner import ProbeTimeout, call_probe, discover_overrides, run_isolated
+from compat_matrix.runner import Ask, ProbeTimeout, call_probe, discover_overrides, run_isolated
 
 
 class Root:
@@ -60,7 +60,7 @@ def test_an_exception_and_a_warning_are_observations():
 
 
 def test_a_subject_that_cannot_be_imported_is_labelled_from_the_child():
-    result = run_isolated("no_such_module_here:Thing", ("m",), None, timeout=5)
+    result = run_isolated(Ask("no_such_module_here:Thing", ("m",), timeout=5))
     assert result.status == "import-failed" and "No module named 'no_such_module_here'" in result.reason
 
 

@@ -73,6 +73,32 @@ class Observation:
 
 
 @dataclass(frozen=True)
+class TestOutcome:
+    """One of the user's tests: its outcome as shipped and with the audited methods deleted (passed, failed,
+    error, skipped or not run), the broken versions it catches, and the first line of each failure by variant."""
+
+    id: str
+    override: str
+    base: str
+    catches: tuple[str, ...] = ()
+    failures: tuple[tuple[str, str], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "override": self.override,
+            "base": self.base,
+            "catches": list(self.catches),
+            "failures": dict(self.failures),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TestOutcome:
+        failures = tuple(data.get("failures", {}).items())
+        return cls(data["id"], data["override"], data["base"], tuple(data.get("catches", ())), failures)
+
+
+@dataclass(frozen=True)
 class SubjectResult:
     """What the probes saw for one subject class in one cell.
 
@@ -88,6 +114,8 @@ class SubjectResult:
     probes: tuple[str, ...] = ()  # the probes that ran
     variants: tuple[str, ...] = ()  # the variants that ran: override, base, base without <method>, ...
     unprobed: tuple[str, ...] = ()  # audited methods that no probe exercises
+    tests: tuple[TestOutcome, ...] = ()  # the user's tests named for this subject
+    mutants: tuple[str, ...] = ()  # the broken versions the tests ran against ("broken <method>: <name>")
     # Methods the subject defines that override a method of transformers: (name, overridden class, audited?)
     overrides: tuple[tuple[str, str, bool], ...] = ()
 
@@ -100,6 +128,8 @@ class SubjectResult:
             "probes": list(self.probes),
             "variants": list(self.variants),
             "unprobed": list(self.unprobed),
+            "tests": [t.to_json() for t in self.tests],
+            "mutants": list(self.mutants),
             "overrides": [{"name": n, "overrides": base, "audited": audited} for n, base, audited in self.overrides],
             "observations": [o.to_json() for o in self.observations],
         }
@@ -114,6 +144,8 @@ class SubjectResult:
             probes=tuple(data.get("probes", ())),
             variants=tuple(data.get("variants", ())),
             unprobed=tuple(data.get("unprobed", ())),
+            tests=tuple(TestOutcome.from_json(t) for t in data.get("tests", ())),
+            mutants=tuple(data.get("mutants", ())),
             overrides=tuple((o["name"], o["overrides"], o["audited"]) for o in data.get("overrides", ())),
             observations=tuple(Observation.from_json(o) for o in data["observations"]),
         )

@@ -35,12 +35,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from compat_matrix import tracing, variants
+from compat_matrix import mutants, tracing, usertests, variants
 from compat_matrix.factory import Factory, load_callable, resolve_factory
 from compat_matrix.probes import (
     ANY,
     ERROR,
     INCONCLUSIVE,
+    PREWARM,
     REACHED,
     WARNINGS,
     Build,
@@ -59,6 +60,7 @@ from compat_matrix.results import (
     CellResult,
     Observation,
     SubjectResult,
+    TestOutcome,
     describe_exception,
     one_line,
     write_json_atomic,
@@ -269,20 +271,29 @@ def run_variant(
     return {"values": values, "timed_out": None}
 
 
-def run_subject(
-    target: str,
-    methods: tuple[str, ...],
-    factory_ref: str | None,
-    timeout: float,
-    progress: Path,
-    unloaded: dict[str, str] | None = None,
-) -> SubjectResult:
-    """Every probe that exercises one of `methods`, on every variant, each variant in its own forked child. A
-    probe module that could not be imported is an observation (`error`, equal on both sides) of every subject."""
-    failed = SubjectResult(target=target, methods=methods)
+@dataclass(frozen=True)
+class Ask:
+    """One subject as the request asks for it, and what the cell does for every subject."""
+
+    target: str
+    methods: tuple[str, ...] = ()
+    factory: str | None = None
+    tests: tuple[str, ...] = ()  # the user's pytest node ids or paths, absolute
+    timeout: float = DEFAULT_TIMEOUT
+    rootdir: str = "."  # node ids of the user's tests are relative to it (the matrix file's folder)
+    mutants: bool = False  # also run the tests against broken versions of the audited methods
+    unloaded: tuple[tuple[str, str], ...] = ()  # probe modules that could not be imported, and why
+
+
+def run_subject(ask: Ask, progress: Path) -> SubjectResult:
+    """Every probe that exercises one of the audited methods, on every variant, each variant in its own forked
+    child; then the user's tests, if the subject names any. A probe module that could not be imported is an
+    observation (`error`, equal on both sides) of every subject."""
+    methods, timeout = ask.methods, ask.timeout
+    failed = SubjectResult(target=ask.target, methods=methods)
     try:
-        cls = load_callable(target)
-        factory = resolve_factory(factory_ref)
+        cls = load_callable(ask.target)
+        factory = resolve_factory(ask.factory)
     except Exception as exc:
         return replace(failed, status="import-failed", reason=describe_exception(exc))
     discovered = discover_overrides(cls)
@@ -314,8 +325,60 @@ def run_subject(
             status, reason = (run.status, run.reason) if run.status != OK else (TIMED_OUT, run.answer["timed_out"])
             return replace(done, status=status, reason=reason, observations=tuple(pair(probes, runs)))
         runs[variant] = run.answer["values"]
-    broken = tuple(Observation(ref, ERROR, why, why, carries=False) for ref, why in (unloaded or {}).items())
-    return replace(done, variants=tuple(runs), observations=broken + tuple(pair(probes, runs)))
+    broken = tuple(Observation(ref, ERROR, why, why, carries=False) for ref, why in ask.unloaded)
+    done = replace(done, variants=tuple(runs), observations=broken + tuple(pair(probes, runs)))
+    if not ask.tests:
+        return done
+    tests, ran = run_user_tests(cls, methods, list(ask.tests), ask.rootdir, timeout, progress, ask.mutants)
+    return replace(done, tests=tests, mutants=ran)
+
+
+def run_user_tests(
+    cls: type, methods: tuple[str, ...], tests: list[str], rootdir: str, timeout: float, progress: Path, broken: bool
+) -> tuple[tuple[TestOutcome, ...], tuple[str, ...]]:
+    """The user's tests, once per variant, each in its own forked child (pytest imported once, before): as
+    shipped, with the audited methods deleted and, with `broken`, with each broken version of each audited method
+    (a plain function) in its place. The tests and the broken versions they ran against."""
+    broken_versions = mutants.variant_names(tuple(m for m in methods if _plain(cls, m))) if broken else []
+    outcomes: dict[str, dict[str, tuple[str, str | None]]] = {}
+    for variant in [variants.OVERRIDE, variants.BASE, *broken_versions]:
+
+        def work(variant: str = variant) -> dict[str, tuple[str, str | None]]:
+            variants.apply(cls, variant, methods)
+            return usertests.run_tests(tests, rootdir, timeout, progress)
+
+        run = forked(work, progress, timeout + WATCHDOG_GRACE)
+        outcomes[variant] = {k: tuple(v) for k, v in run.answer.items()} if run.status == OK else _stopped(run)
+    ids = list(dict.fromkeys(i for found in outcomes.values() for i in found if i))
+    ran = tuple(v.removeprefix(mutants.PREFIX) for v in broken_versions)
+    return tuple(_outcome(i, outcomes, broken_versions) for i in ids), ran
+
+
+def _plain(cls: type, method: str) -> bool:
+    """Whether the base implementation of `method` is a plain function, which a broken version can stand in for."""
+    return isinstance(vars(variants.defining_class(cls, method, after=cls)).get(method), types.FunctionType)
+
+
+def _stopped(run: Forked) -> dict[str, tuple[str, str | None]]:
+    """The test that was running when a variant's child died or hung: an error naming why (the rest: not run)."""
+    where, _, why = (run.reason or "").partition(": ")
+    return {where.removeprefix("test "): (usertests.ERROR, f"{run.status}: {why}")} if where.startswith("test ") else {}
+
+
+def _outcome(test: str, outcomes: dict[str, dict[str, tuple[str, str | None]]], broken: list[str]) -> TestOutcome:
+    def of(variant: str) -> tuple[str, str | None]:
+        return outcomes[variant].get(test, (usertests.NOT_RUN, None))
+
+    passed = of(variants.OVERRIDE)[0] == usertests.PASSED
+    catches = tuple(
+        v.removeprefix(mutants.PREFIX) for v in broken if passed and of(v)[0] in (usertests.FAILED, usertests.ERROR)
+    )
+    failures = tuple(
+        (v.removeprefix(mutants.PREFIX), message)
+        for v in outcomes
+        if (message := of(v)[1]) and of(v)[0] != usertests.SKIPPED
+    )
+    return TestOutcome(test, of(variants.OVERRIDE)[0], of(variants.BASE)[0], catches, failures)
 
 
 def _differing(probes: list[Probe], observations: list[Observation]) -> list[Probe]:
@@ -324,26 +387,16 @@ def _differing(probes: list[Probe], observations: list[Observation]) -> list[Pro
     return [p for p in probes if p.name in names]
 
 
-def run_isolated(
-    target: str,
-    methods: tuple[str, ...],
-    factory_ref: str | None,
-    timeout: float,
-    unloaded: dict[str, str] | None = None,
-) -> SubjectResult:
+def run_isolated(ask: Ask) -> SubjectResult:
     """`run_subject` in a forked child: torch and transformers are already imported, so the child starts at once,
     and a subject that aborts, segfaults or hangs costs only its own result. Its variants' children are watched
     by the subject's child; this process steps in only when that child itself stops answering."""
     with tempfile.TemporaryDirectory(prefix="compat-matrix-") as tmp:
         progress = Path(tmp, "progress")
         progress.write_text("starting")
-        run = forked(
-            lambda: run_subject(target, methods, factory_ref, timeout, progress, unloaded or {}).to_json(),
-            progress,
-            timeout + 2 * WATCHDOG_GRACE,
-        )
+        run = forked(lambda: run_subject(ask, progress).to_json(), progress, ask.timeout + 2 * WATCHDOG_GRACE)
     if run.status != OK:
-        return SubjectResult(target=target, methods=methods, status=run.status, reason=run.reason)
+        return SubjectResult(target=ask.target, methods=ask.methods, status=run.status, reason=run.reason)
     return SubjectResult.from_json(run.answer)
 
 
@@ -388,16 +441,25 @@ def run(request: dict[str, Any]) -> CellResult:
     import torch  # noqa: F401  paid once per cell, before any subject
     import transformers  # noqa: F401
 
-    prewarm()
-    unloaded = load_probe_modules(request.get("probes", []))
-    prepare(tuple(dict.fromkeys(m for s in request["subjects"] for m in s["methods"])))
+    asks = [
+        Ask(
+            s["target"],
+            tuple(s["methods"]),
+            s.get("factory"),
+            tuple(s.get("tests", ())),
+            request.get("timeout", DEFAULT_TIMEOUT),
+            request.get("rootdir", "."),
+            bool(request.get("mutants")),
+        )
+        for s in request["subjects"]
+    ]
+    prewarm(PREWARM + (("pytest",) if any(a.tests for a in asks) else ()))
+    unloaded = tuple(load_probe_modules(request.get("probes", [])).items())
+    prepare(tuple(dict.fromkeys(m for a in asks for m in a.methods)))
     # Everything imported so far is permanent: the collections that transformers and accelerate run (once per
     # Trainer step) then skip it, and forked children share its pages instead of copying them.
     gc.freeze()
-    timeout = request.get("timeout", DEFAULT_TIMEOUT)
-    subjects = tuple(
-        run_isolated(s["target"], tuple(s["methods"]), s.get("factory"), timeout, unloaded) for s in request["subjects"]
-    )
+    subjects = tuple(run_isolated(replace(ask, unloaded=unloaded)) for ask in asks)
     return CellResult(
         matrix=request["matrix"],
         cell=request["cell"],

@@ -2,6 +2,8 @@
 
 Standard library only; runs inside each cell's environment.
 
+A broken version of an audited method (a mutant, see compat_matrix.mutants) is a variant too.
+
 Every variant runs in its own child process, forked after the imports, so the most literal "as if deleted from
 its source" is to delete the names from the subject class itself in that child: each then resolves, through the
 unchanged bases, to the nearest class after the subject in its MRO that defines it. Nothing else about the
@@ -10,6 +12,8 @@ class changes: its name, its other methods (zero-argument `super()` included), `
 """
 
 from __future__ import annotations
+
+from compat_matrix import mutants
 
 OVERRIDE = "override"
 BASE = "base"
@@ -55,8 +59,14 @@ def deleted(variant: str, methods: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def apply(cls: type, variant: str, methods: tuple[str, ...]) -> type:
-    """Turn `cls` into `variant`, in place. Only ever called in a child process that owns its copy of the class."""
+    """Turn `cls` into `variant`, in place: delete names, or put a broken version (a mutant) of one in its place.
+    Only ever called in a child process that owns its copy of the class."""
     check(cls, methods)
+    if variant.startswith(mutants.PREFIX):
+        method, name = mutants.parse(variant)
+        base = vars(defining_class(cls, method, after=cls))[method]
+        setattr(cls, method, mutants.for_method(method)[name](base))
+        return cls
     for name in deleted(variant, methods):
         delattr(cls, name)
     return cls

@@ -1,0 +1,86 @@
+"""The user's own pytest tests, run in-process in a variant's child: what each test's outcome is.
+
+Runs inside a cell's environment, where pytest is installed when a subject names tests. pytest runs with a small
+plugin that records every test's outcome the way pytest's own summary counts them: a failure in the test's call is
+`failed`, one in setup or teardown is `error`, a skip in setup or call is `skipped`; a test that could not be
+collected (an import error, say) is `error` with the collector's message; a test that runs past the timeout is
+stopped by an alarm and `failed` with "timed out".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import signal
+from pathlib import Path
+from typing import Any
+
+from compat_matrix.results import one_line
+
+PASSED, FAILED, ERROR, SKIPPED, NOT_RUN = "passed", "failed", "error", "skipped", "not run"
+
+
+class TestTimeout(Exception):
+    """A user's test ran past the matrix's timeout."""
+
+
+def _message(report: Any) -> str:
+    crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
+    text = crash.message if crash is not None else str(getattr(report, "longrepr", "") or "")
+    return one_line(text)
+
+
+class Outcomes:
+    """A pytest plugin: every test's outcome and first line of failure, by node id; the current test in a file."""
+
+    def __init__(self, progress: Path | None, timeout: float):
+        self.progress = progress
+        self.timeout = timeout
+        self.outcomes: dict[str, tuple[str, str | None]] = {}
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        if self.progress is not None:
+            self.progress.write_text(f"test {nodeid}")
+
+    def pytest_runtest_setup(self, item: Any) -> None:
+        def expire(signum: int, frame: Any) -> None:
+            raise TestTimeout(f"timed out after {self.timeout:g}s")
+
+        signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, self.timeout)
+
+    def pytest_runtest_teardown(self, item: Any, nextitem: Any) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        known = self.outcomes.get(report.nodeid)
+        if report.failed:
+            outcome = FAILED if report.when == "call" else ERROR
+            if known is None or known[0] in (PASSED, SKIPPED):
+                self.outcomes[report.nodeid] = (outcome, _message(report))
+        elif report.skipped and known is None:
+            self.outcomes[report.nodeid] = (SKIPPED, _message(report))
+        elif report.passed and report.when == "call" and known is None:
+            self.outcomes[report.nodeid] = (PASSED, None)
+
+    def pytest_collectreport(self, report: Any) -> None:
+        if report.failed:
+            self.outcomes[report.nodeid] = (ERROR, _message(report))
+
+
+def run_tests(
+    nodeids: list[str], rootdir: str, timeout: float, progress: Path | None = None
+) -> dict[str, tuple[str, str | None]]:
+    """Run the named tests (node ids or paths) with pytest in this process, node ids relative to `rootdir`; every
+    test's (outcome, message). pytest's own output is swallowed: the outcomes are the answer."""
+    import pytest
+
+    plugin = Outcomes(progress, timeout)
+    options = ["-p", "no:cacheprovider", "-q", "--no-header", "-o", "addopts=", f"--rootdir={rootdir}"]
+    arguments = [*nodeids, *options]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        code = pytest.main(arguments, plugins=[plugin])
+    if code == pytest.ExitCode.NO_TESTS_COLLECTED and not plugin.outcomes:
+        return {nodeid: (ERROR, "no tests collected") for nodeid in nodeids}
+    return plugin.outcomes
+
