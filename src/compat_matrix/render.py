@@ -15,7 +15,17 @@ from typing import Any
 
 from compat_matrix.baseline import Change
 from compat_matrix.collect import Collected
-from compat_matrix.conclude import DIFFERENTLY, HARMFUL, NEEDED, NOT_RUN, REDUNDANT, UNKNOWN, Summary
+from compat_matrix.conclude import (
+    DIFFERENTLY,
+    HARMFUL,
+    NEEDED,
+    NOT_RUN,
+    REDUNDANT,
+    TEST_COLUMNS,
+    UNKNOWN,
+    Summary,
+    TestsSeen,
+)
 from compat_matrix.results import SCHEMA
 from compat_matrix.spec import Subject
 
@@ -132,10 +142,32 @@ def subject_section(report: Report, subject: Subject) -> list[str]:
         for r in rows
     ]
     out += [table(["", *COLUMNS.values(), "verdict"], main), ""]
+    if summary.tests is not None:
+        out += tests_section(summary.tests)
     if ran and ran.overrides:
         listed = ", ".join(f"`{n}` ({'audited' if audited else 'not audited'})" for n, _, audited in ran.overrides)
         out += [f"Overrides of transformers methods: {listed}.", ""]
     return out
+
+
+def tests_section(seen: TestsSeen) -> list[str]:
+    """The user's own tests: which need the override on each version, and which notice a broken one."""
+    rows = [[label, *(", ".join(tests) or "—" for tests in columns)] for label, columns in seen.per_version]
+    out = ["**Your tests**, with the override and without it:", "", table(["", *TEST_COLUMNS], rows), ""]
+    if not seen.mutants:
+        return [
+            *out,
+            "Run with `mutants = true` (or `nox -s matrix -- --mutants`) to learn which tests notice a "
+            "broken override.",
+            "",
+        ]
+    out += [f"**Which tests notice a broken override** ({len(seen.mutants)} broken versions):", ""]
+    out += [table(["test", "catches"], [list(pair) for pair in seen.catches]), ""]
+    notes = [
+        f"- `{test}` catches none: it cannot tell a broken override from a working one." for test in seen.catch_none
+    ]
+    notes += [f"- `{test}` catches nothing that `{other}` does not." for test, other in seen.adds_nothing]
+    return [*out, *notes, ""] if notes else out
 
 
 def details(report: Report, subject: Subject) -> list[str]:
@@ -232,6 +264,7 @@ def report_json(report: Report) -> dict[str, Any]:
                 "deprecations": list(summary.deprecations),
                 "recommendation": summary.recommendation,
                 "glance": summary.glance,
+                "tests": tests_json(summary.tests),
             }
             for target, summary in report.summaries.items()
         ],
@@ -258,6 +291,21 @@ def subject_json(row: dict[str, Any]) -> dict[str, Any]:
         "unprobed": list(ran.unprobed) if ran else [],
         "overrides": [{"name": n, "overrides": base, "audited": a} for n, base, a in ran.overrides] if ran else [],
         "observations": [o.to_json() for o in ran.observations] if ran else [],
+        "tests": [t.to_json() for t in ran.tests] if ran else [],
+        "mutants": list(ran.mutants) if ran else [],
+    }
+
+
+def tests_json(seen: TestsSeen | None) -> dict[str, Any] | None:
+    if seen is None:
+        return None
+    return {
+        "per_version": {
+            label: dict(zip(TEST_COLUMNS, map(list, columns), strict=True)) for label, columns in seen.per_version
+        },
+        "catches": dict(seen.catches),
+        "catch_none": list(seen.catch_none),
+        "adds_nothing": dict(seen.adds_nothing),
     }
 
 

@@ -77,6 +77,8 @@ class TestOutcome:
     """One of the user's tests: its outcome as shipped and with the audited methods deleted (passed, failed,
     error, skipped or not run), the broken versions it catches, and the first line of each failure by variant."""
 
+    __test__ = False  # not a test class, for pytest's collection of modules that import it
+
     id: str
     override: str
     base: str

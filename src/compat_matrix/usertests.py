@@ -23,11 +23,17 @@ PASSED, FAILED, ERROR, SKIPPED, NOT_RUN = "passed", "failed", "error", "skipped"
 class TestTimeout(Exception):
     """A user's test ran past the matrix's timeout."""
 
+    __test__ = False  # not a test class, for pytest's collection of modules that import it
+
 
 def _message(report: Any) -> str:
+    """The first line of what went wrong: the crash message, or the last `E` line of a collection error."""
     crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
-    text = crash.message if crash is not None else str(getattr(report, "longrepr", "") or "")
-    return one_line(text)
+    if crash is not None:
+        return one_line(crash.message)
+    text = str(getattr(report, "longrepr", "") or "")
+    errors = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+    return one_line(errors[-1] if errors else text)
 
 
 class Outcomes:
@@ -77,10 +83,10 @@ def run_tests(
 
     plugin = Outcomes(progress, timeout)
     options = ["-p", "no:cacheprovider", "-q", "--no-header", "-o", "addopts=", f"--rootdir={rootdir}"]
+    options.append("--continue-on-collection-errors")  # a module that cannot be imported costs only its own tests
     arguments = [*nodeids, *options]
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         code = pytest.main(arguments, plugins=[plugin])
     if code == pytest.ExitCode.NO_TESTS_COLLECTED and not plugin.outcomes:
         return {nodeid: (ERROR, "no tests collected") for nodeid in nodeids}
     return plugin.outcomes
-
