@@ -7,8 +7,8 @@ import textwrap
 
 from compat_matrix import mutants, variants
 from compat_matrix.conclude import seen_tests
-from compat_matrix.results import SubjectResult, TestOutcome
-from compat_matrix.runner import OK, forked
+from compat_matrix.forks import forked
+from compat_matrix.results import OK, SubjectResult, TestOutcome
 from compat_matrix.usertests import run_tests
 
 TESTS = """

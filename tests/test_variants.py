@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from compat_matrix import tracing, variants
-from compat_matrix.runner import OK, forked
+from compat_matrix.forks import forked
+from compat_matrix.results import OK
 from compat_matrix.variants import BASE, OVERRIDE, WITHOUT, VariantError
 
 

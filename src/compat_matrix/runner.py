@@ -14,7 +14,6 @@ hangs is labelled and costs only its own result. Writes the cell result atomical
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import importlib
 import importlib.metadata
@@ -22,7 +21,6 @@ import importlib.util
 import inspect
 import json
 import logging
-import os
 import platform
 import signal
 import sys
@@ -35,8 +33,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from compat_matrix import mutants, tracing, usertests, variants
+from compat_matrix import tracing, usertests, variants
 from compat_matrix.factory import Factory, load_callable, resolve_factory
+from compat_matrix.forks import WATCHDOG_GRACE, die_with_parent, forked
 from compat_matrix.probes import (
     ANY,
     ERROR,
@@ -54,13 +53,11 @@ from compat_matrix.probes import (
 )
 from compat_matrix.probes.common import jsonable, stable_text
 from compat_matrix.results import (
-    CRASHED,
     OK,
     TIMED_OUT,
     CellResult,
     Observation,
     SubjectResult,
-    TestOutcome,
     describe_exception,
     one_line,
     write_json_atomic,
@@ -68,8 +65,6 @@ from compat_matrix.results import (
 
 BUILDS_ON = "transformers"
 DEFAULT_TIMEOUT = 300.0  # seconds per probe call, as in compat_matrix.spec
-WATCHDOG_GRACE = 10.0  # seconds past the timeout before a parent kills a child the alarm did not stop
-PR_SET_PDEATHSIG = 1  # prctl(2)
 METHOD_TYPES = (types.FunctionType, classmethod, staticmethod, property)
 
 
@@ -199,55 +194,6 @@ def discover_overrides(cls: type, package: str = BUILDS_ON) -> list[tuple[str, s
     return found
 
 
-@dataclass(frozen=True)
-class Forked:
-    """What a forked child left: its JSON answer, or why there is none (crashed, timed out)."""
-
-    status: str
-    answer: Any = None
-    reason: str | None = None
-
-
-def forked(work: Callable[[], Any], progress: Path, limit: float) -> Forked:
-    """`work()` in a child forked from this process; its answer must be JSON. The child names each call it starts
-    in `progress`; the parent kills a child whose current call has run `limit` seconds (a hang that the in-child
-    alarm cannot interrupt). A child that dies or exits without an answer is CRASHED, naming where it was."""
-    with tempfile.TemporaryDirectory(prefix="compat-matrix-") as tmp:
-        out = Path(tmp, "answer.json")
-        pid = os.fork()
-        if pid == 0:  # the child: run, write, leave without running the parent's cleanup
-            die_with_parent()
-            code = 1
-            try:
-                out.write_text(json.dumps(work()))
-                code = 0
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        status, killed = _wait(pid, progress, limit)
-        where = progress.read_text()
-        if killed:
-            return Forked(TIMED_OUT, reason=f"{where}: no answer after {limit:g}s")
-        if os.WIFSIGNALED(status):
-            return Forked(CRASHED, reason=f"{where}: killed by {signal.Signals(os.WTERMSIG(status)).name}")
-        if os.WEXITSTATUS(status) != 0 or not out.exists():
-            return Forked(CRASHED, reason=f"{where}: exited with code {os.WEXITSTATUS(status)}")
-        return Forked(OK, json.loads(out.read_text()))
-
-
-def _wait(pid: int, progress: Path, limit: float) -> tuple[int, bool]:
-    """Wait for the child; kill it once its current call has taken `limit` seconds. Returns (status, killed)."""
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return status, False
-        if time.time() - progress.stat().st_mtime > limit:
-            os.kill(pid, signal.SIGKILL)
-            return os.waitpid(pid, 0)[1], True
-        time.sleep(0.05)
-
-
 def run_variant(
     cls: type,
     variant: str,
@@ -329,56 +275,8 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     done = replace(done, variants=tuple(runs), observations=broken + tuple(pair(probes, runs)))
     if not ask.tests:
         return done
-    tests, ran = run_user_tests(cls, methods, list(ask.tests), ask.rootdir, timeout, progress, ask.mutants)
+    tests, ran = usertests.run_user_tests(cls, methods, list(ask.tests), ask.rootdir, timeout, progress, ask.mutants)
     return replace(done, tests=tests, mutants=ran)
-
-
-def run_user_tests(
-    cls: type, methods: tuple[str, ...], tests: list[str], rootdir: str, timeout: float, progress: Path, broken: bool
-) -> tuple[tuple[TestOutcome, ...], tuple[str, ...]]:
-    """The user's tests, once per variant, each in its own forked child (pytest imported once, before): as
-    shipped, with the audited methods deleted and, with `broken`, with each broken version of each audited method
-    (a plain function) in its place. The tests and the broken versions they ran against."""
-    broken_versions = mutants.variant_names(tuple(m for m in methods if _plain(cls, m))) if broken else []
-    outcomes: dict[str, dict[str, tuple[str, str | None]]] = {}
-    for variant in [variants.OVERRIDE, variants.BASE, *broken_versions]:
-
-        def work(variant: str = variant) -> dict[str, tuple[str, str | None]]:
-            variants.apply(cls, variant, methods)
-            return usertests.run_tests(tests, rootdir, timeout, progress)
-
-        run = forked(work, progress, timeout + WATCHDOG_GRACE)
-        outcomes[variant] = {k: tuple(v) for k, v in run.answer.items()} if run.status == OK else _stopped(run)
-    ids = list(dict.fromkeys(i for found in outcomes.values() for i in found if i))
-    ran = tuple(v.removeprefix(mutants.PREFIX) for v in broken_versions)
-    return tuple(_outcome(i, outcomes, broken_versions) for i in ids), ran
-
-
-def _plain(cls: type, method: str) -> bool:
-    """Whether the base implementation of `method` is a plain function, which a broken version can stand in for."""
-    return isinstance(vars(variants.defining_class(cls, method, after=cls)).get(method), types.FunctionType)
-
-
-def _stopped(run: Forked) -> dict[str, tuple[str, str | None]]:
-    """The test that was running when a variant's child died or hung: an error naming why (the rest: not run)."""
-    where, _, why = (run.reason or "").partition(": ")
-    return {where.removeprefix("test "): (usertests.ERROR, f"{run.status}: {why}")} if where.startswith("test ") else {}
-
-
-def _outcome(test: str, outcomes: dict[str, dict[str, tuple[str, str | None]]], broken: list[str]) -> TestOutcome:
-    def of(variant: str) -> tuple[str, str | None]:
-        return outcomes[variant].get(test, (usertests.NOT_RUN, None))
-
-    passed = of(variants.OVERRIDE)[0] == usertests.PASSED
-    catches = tuple(
-        v.removeprefix(mutants.PREFIX) for v in broken if passed and of(v)[0] in (usertests.FAILED, usertests.ERROR)
-    )
-    failures = tuple(
-        (v.removeprefix(mutants.PREFIX), message)
-        for v in outcomes
-        if (message := of(v)[1]) and of(v)[0] != usertests.SKIPPED
-    )
-    return TestOutcome(test, of(variants.OVERRIDE)[0], of(variants.BASE)[0], catches, failures)
 
 
 def _differing(probes: list[Probe], observations: list[Observation]) -> list[Probe]:
@@ -408,12 +306,6 @@ def installed_versions(packages: list[str]) -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             versions[name] = "not installed"
     return versions
-
-
-def die_with_parent() -> None:
-    """Ask Linux to kill this process when its parent dies, so that nothing outlives an interrupted run."""
-    with contextlib.suppress(OSError, AttributeError):  # not Linux: the cell's own limit still stops the run
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def load_probe_modules(refs: list[str]) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""The user's own pytest tests, run in-process in a variant's child: what each test's outcome is.
+"""The user's own pytest tests, run in a child forked per variant (as shipped, base, broken versions): what each
+test's outcome is, and which broken versions each catches.
 
 Runs inside a cell's environment, where pytest is installed when a subject names tests. pytest runs with a small
 plugin that records every test's outcome the way pytest's own summary counts them: a failure in the test's call is
@@ -12,10 +13,13 @@ from __future__ import annotations
 import contextlib
 import io
 import signal
+import types
 from pathlib import Path
 from typing import Any
 
-from compat_matrix.results import one_line
+from compat_matrix import mutants, variants
+from compat_matrix.forks import WATCHDOG_GRACE, Forked, forked
+from compat_matrix.results import OK, TestOutcome, one_line
 
 PASSED, FAILED, ERROR, SKIPPED, NOT_RUN = "passed", "failed", "error", "skipped", "not run"
 
@@ -90,3 +94,47 @@ def run_tests(
     if code == pytest.ExitCode.NO_TESTS_COLLECTED and not plugin.outcomes:
         return {nodeid: (ERROR, "no tests collected") for nodeid in nodeids}
     return plugin.outcomes
+
+
+def run_user_tests(
+    cls: type, methods: tuple[str, ...], tests: list[str], rootdir: str, timeout: float, progress: Path, broken: bool
+) -> tuple[tuple[TestOutcome, ...], tuple[str, ...]]:
+    """The user's tests, once per variant, each in its own forked child (pytest imported once, before): as
+    shipped, with the audited methods deleted and, with `broken`, with each broken version of each audited method
+    (a plain function) in its place. The tests and the broken versions they ran against."""
+    broken_versions = mutants.variant_names(tuple(m for m in methods if _plain(cls, m))) if broken else []
+    outcomes: dict[str, dict[str, tuple[str, str | None]]] = {}
+    for variant in [variants.OVERRIDE, variants.BASE, *broken_versions]:
+
+        def work(variant: str = variant) -> dict[str, tuple[str, str | None]]:
+            variants.apply(cls, variant, methods)
+            return run_tests(tests, rootdir, timeout, progress)
+
+        run = forked(work, progress, timeout + WATCHDOG_GRACE)
+        outcomes[variant] = {k: tuple(v) for k, v in run.answer.items()} if run.status == OK else _stopped(run)
+    ids = list(dict.fromkeys(i for found in outcomes.values() for i in found if i))
+    ran = tuple(v.removeprefix(mutants.PREFIX) for v in broken_versions)
+    return tuple(_outcome(i, outcomes, broken_versions) for i in ids), ran
+
+
+def _plain(cls: type, method: str) -> bool:
+    """Whether the base implementation of `method` is a plain function, which a broken version can stand in for."""
+    return isinstance(vars(variants.defining_class(cls, method, after=cls)).get(method), types.FunctionType)
+
+
+def _stopped(run: Forked) -> dict[str, tuple[str, str | None]]:
+    """The test that was running when a variant's child died or hung: an error naming why (the rest: not run)."""
+    where, _, why = (run.reason or "").partition(": ")
+    return {where.removeprefix("test "): (ERROR, f"{run.status}: {why}")} if where.startswith("test ") else {}
+
+
+def _outcome(test: str, outcomes: dict[str, dict[str, tuple[str, str | None]]], broken: list[str]) -> TestOutcome:
+    def of(variant: str) -> tuple[str, str | None]:
+        return outcomes[variant].get(test, (NOT_RUN, None))
+
+    passed = of(variants.OVERRIDE)[0] == PASSED
+    catches = tuple(v.removeprefix(mutants.PREFIX) for v in broken if passed and of(v)[0] in (FAILED, ERROR))
+    failures = tuple(
+        (v.removeprefix(mutants.PREFIX), message) for v in outcomes if (message := of(v)[1]) and of(v)[0] != SKIPPED
+    )
+    return TestOutcome(test, of(variants.OVERRIDE)[0], of(variants.BASE)[0], catches, failures)
