@@ -89,9 +89,9 @@ class InventsDefaultKwargs(Reference):
     """Passes kwargs of its own when the caller gives none: `use_reentrant=True`, the 4.x default. Harmless on
     4.x, a different checkpoint on 5.x, whose default is `use_reentrant=False`."""
 
-    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None):
-        kwargs = gradient_checkpointing_kwargs or {"use_reentrant": True}
-        self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None, **kwargs):
+        invented = gradient_checkpointing_kwargs or {"use_reentrant": True}
+        self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=invented, **kwargs)
 
 
 class ForcesReentrant(Reference):
