@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import pytest
 
 from compat_matrix.cells import cells, install_args, result_path, runner_request
 from compat_matrix.envs import installer_reason, uv_environment
@@ -24,7 +27,7 @@ def test_axes_expand_to_their_product_first_axis_slowest():
 def test_cell_names_pins_and_files():
     matrix = spec(Axis("transformers", (">=5.20,<5.23",)), Axis("python", ("3.11",)))
     (cell,) = cells(matrix)
-    assert cell.id == "cell:demo:transformers=>=5.20,<5.23:python=3.11"
+    assert cell.id.startswith("cell:demo:transformers=>=5.20,<5.23:python=3.11:")  # punctuation: a hash follows
     assert cell.python == "3.11"
     assert cell.pins == ("transformers<5.23,>=5.20",)
     assert "/" not in cell.filename and "<" not in cell.filename
@@ -98,3 +101,28 @@ def test_environment_fingerprint_follows_pins_and_local_contents(tmp_path):
     assert environment_key(matrix, cell) != first
     (other,) = cells(spec(Axis("transformers", ("5.14.1",)), requirements=(str(lib),)))
     assert environment_key(matrix, other) != environment_key(matrix, cell)
+
+
+def nox_folder(name: str) -> str:
+    """How nox names a session's environment folder (nox.sessions, 2026.10): punctuation runs fold into one "-"."""
+    name = re.sub(r"[^\w\s-]", "-", name).strip().lower()
+    return re.sub(r"[-\s]+", "-", name).strip("-")
+
+
+@pytest.mark.parametrize(
+    "values",
+    [(">=5", "<=5", "5", "==5", "~=5.0"), ("5.x", "==5.*", "5"), ("5.14.1", "5.14.1.0", "==5.14.1")],
+)
+def test_values_that_differ_in_punctuation_never_share_an_environment_or_a_file(values):
+    got = cells(spec(Axis("transformers", values), Axis("torch", ("2.13.0",))))
+    assert len({nox_folder(c.id) for c in got}) == len(values)
+    assert len({c.filename for c in got}) == len(values)
+
+
+def test_plain_names_stay_readable_and_long_ones_fit_a_file_name():
+    (plain,) = cells(spec(Axis("transformers", ("5.x",)), Axis("torch", ("2.13.0",))))
+    assert plain.id == "cell:demo:transformers=5.x:torch=2.13.0"
+    assert plain.filename == "demo_transformers=5.x_torch=2.13.0.json"
+    long_values = (">=" + ".".join(["1"] * 200), ">=" + ".".join(["2"] * 200))
+    first, second = cells(spec(Axis("transformers", long_values)))
+    assert len(first.filename) <= 160 and first.filename != second.filename

@@ -5,18 +5,22 @@ Pure functions over value objects; standard library plus `packaging`, imported b
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import re
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
 from compat_matrix.spec import PYTHON, MatrixSpec, axis_requirement, is_local
 
 CELLS_DIR = ".cells"  # inside the reports folder: one result file per cell, not committed
+FILENAME_LIMIT = 150  # characters of a result file's name, well below the file systems' 255 bytes
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
+# Names that survive nox's folder names (punctuation runs become one "-") and our file names without losing anything
+_PLAIN_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_PLAIN_VALUE = re.compile(r"[a-z0-9]+(?:\.[a-z0-9]+)*")
 
 
 @dataclass(frozen=True)
@@ -34,16 +38,29 @@ class Cell:
 
     @property
     def id(self) -> str:
-        """Also the nox session name: `cell:<matrix>:<axis>=<value>:...`."""
-        return ":".join(["cell", self.matrix, *(f"{axis}={value}" for axis, value in self.axes)])
+        """Also the nox session name: `cell:<matrix>:<axis>=<value>:...`.
+
+        nox names the cell's environment after it with punctuation folded (`>=5` and `<=5` both become `5`), so a
+        name with anything but lowercase letters, digits and dots in its values (or `-` in the matrix name) ends
+        with a short hash of itself: two cells never share an environment or a result file."""
+        words = ["cell", self.matrix, *(f"{axis}={value}" for axis, value in self.axes)]
+        plain = _PLAIN_NAME.fullmatch(self.matrix) and all(_PLAIN_VALUE.fullmatch(v) for _, v in self.axes)
+        return ":".join(words if plain else [*words, _digest(":".join(words))])
 
     @property
     def filename(self) -> str:
-        return _UNSAFE.sub("_", self.id.removeprefix("cell:")) + ".json"
+        name = _UNSAFE.sub("_", self.id.removeprefix("cell:"))
+        if len(name) > FILENAME_LIMIT:
+            name = f"{name[: FILENAME_LIMIT - 9]}_{_digest(self.id)}"
+        return name + ".json"
 
     @property
     def pins(self) -> tuple[str, ...]:
         return tuple(axis_requirement(axis, value) for axis, value in self.axes if axis != PYTHON)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 def cells(spec: MatrixSpec) -> list[Cell]:
