@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,48 @@ def test_plain_names_stay_readable_and_long_ones_fit_a_file_name():
     long_values = (">=" + ".".join(["1"] * 200), ">=" + ".".join(["2"] * 200))
     first, second = cells(spec(Axis("transformers", long_values)))
     assert len(first.filename) <= 160 and first.filename != second.filename
+
+
+def git(folder: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("checkout", [True, False])
+def test_local_fingerprint_honours_gitignore_and_skips_reports_and_environments(tmp_path, checkout):
+    from compat_matrix.envs import tree_key
+
+    lib = tmp_path / "lib"
+    (lib / "src").mkdir(parents=True)
+    (lib / "src" / "code.py").write_text("x = 1\n")
+    (lib / ".gitignore").write_text("*.lock\nscratch/\n")
+    (lib / "reports").mkdir()
+    (lib / "reports" / "m.md").write_text("committed report\n")
+    if checkout:
+        git(lib, "init", "-q")
+        git(lib, "add", ".")
+        git(lib, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+
+    def key() -> str:
+        return tree_key(lib, skip=[lib / "reports"])  # the run's reports folder, as run_cell passes it
+
+    first = key()
+    # what runs write inside the checkout: reports (committed ones too), the run lock, results, environments
+    (lib / "reports" / "m.md").write_text("rewritten by the run\n")
+    (lib / "reports" / ".lock").write_text("pid 1\n")
+    (lib / "matrix" / "reports" / ".cells" / "m").mkdir(parents=True)  # another matrix's reports folder
+    (lib / "matrix" / "reports" / ".cells" / "m" / "cell.json").write_text("{}")
+    (lib / "matrix" / "reports" / "m.md").write_text("report\n")
+    (lib / "envs" / "cell").mkdir(parents=True)
+    (lib / "envs" / "cell" / "pyvenv.cfg").write_text("home = /usr\n")
+    (lib / "src" / "__pycache__").mkdir()
+    (lib / "src" / "__pycache__" / "code.pyc").write_bytes(b"cache")
+    assert key() == first
+    (lib / "uv.lock").write_text("ignored by .gitignore\n")
+    (lib / "scratch").mkdir()
+    (lib / "scratch" / "notes.txt").write_text("ignored folder\n")
+    assert (key() == first) is checkout  # only a checkout has a .gitignore that counts
+    (lib / "src" / "new.py").write_text("y = 2\n")  # untracked, not ignored: code
+    second = key()
+    assert second != first
+    (lib / "src" / "code.py").write_text("x = 2\n")
+    assert key() != second

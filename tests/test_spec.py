@@ -181,7 +181,8 @@ def test_wrong_types_are_one_line_problems(tmp_path, text, expected):
         (
             'torch = ["2.13.0"]',
             'torch = ["2.13.0"]\nexclude = [{ torch = "2.13.0" }]',
-            "axes.exclude = [{'torch': '2.13.0'}]: not a package: unknown key in [axes]: `exclude` belongs in the top level; TOML put it in [axes] because it comes after that header",
+            "axes.exclude = [{'torch': '2.13.0'}]: not a package: unknown key in [axes]: `exclude` belongs in the top "
+            "level; TOML put it in [axes] because it comes after that header",
         ),
         ('torch = ["2.13.0"]', 'torch = ["2.13.0"]\nsubjects = ["x"]', "axes.subjects = ['x']: not a package"),
         (

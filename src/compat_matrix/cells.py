@@ -99,6 +99,13 @@ def result_path(reports: Path, cell: Cell) -> Path:
     return reports / CELLS_DIR / cell.matrix / cell.filename
 
 
+def reports_folder(matrix_file: Path, home: Path) -> Path:
+    """Where a matrix file's reports go unless told otherwise: `home`/reports for the files in `home`/matrix (this
+    repository's, or those of the folder `compat-matrix run` started in), else reports/ beside the file."""
+    matrix_file, home = Path(matrix_file).resolve(), Path(home).resolve()
+    return home / "reports" if matrix_file.parent == home / "matrix" else matrix_file.parent / "reports"
+
+
 def runner_request(spec: MatrixSpec, cell: Cell) -> dict[str, Any]:
     """The JSON the in-environment runner reads."""
     return {
