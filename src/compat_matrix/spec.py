@@ -136,9 +136,13 @@ def show(value: Any) -> str:
 def dotted(prefix: str, key: str) -> str:
     """`prefix.key`, the key quoted as TOML would need it (and cut) when it is not a bare key."""
     if not _BARE_KEY.fullmatch(key):
-        quoted = json.dumps(key, ensure_ascii=False)
+        quoted = "".join(c if c.isprintable() else _escape(c) for c in json.dumps(key, ensure_ascii=False))
         key = quoted if len(quoted) <= SHOW_LIMIT else quoted[: SHOW_LIMIT - 2] + '…"'
     return f"{prefix}.{key}" if prefix else key
+
+
+def _escape(char: str) -> str:
+    return f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
 
 
 @dataclass(frozen=True)
@@ -407,7 +411,7 @@ def _expect(table: Any, at: Context) -> tuple[tuple[str, str], ...]:
         at.problem(table, 'a table of version range = verdict, e.g. {">=5.23" = "differs", "*" = "same"}')
         return ()
     for spec, verdict in table.items():
-        here = at.at(f"{at.key}.{json.dumps(spec, ensure_ascii=False)}")
+        here = at.at(dotted(at.key, spec))
         if spec != "*":
             try:
                 SpecifierSet(spec)
