@@ -227,6 +227,15 @@ def _load(files: list[Path]) -> list[MatrixSpec]:
 
 
 def parser() -> argparse.ArgumentParser:
+    return _parsers()[0]
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    """Every subcommand's parser, by name (for the test that checks their help)."""
+    return _parsers()[1]
+
+
+def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     top = argparse.ArgumentParser(
         prog="compat-matrix",
         description="Run a compatibility matrix of transformers releases, and the steps of a run as commands.",
@@ -235,6 +244,7 @@ def parser() -> argparse.ArgumentParser:
     )
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    made_by_name: dict[str, argparse.ArgumentParser] = {}
 
     def command(
         name: str, handler: Callable, summary: str, description: str, codes: tuple[int, ...]
@@ -248,6 +258,7 @@ def parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         made.set_defaults(run=handler)
+        made_by_name[name] = made
         return made
 
     run_codes = (exits.OK, exits.UNMET, exits.BAD_INPUT, exits.CELL_FAILED, exits.INTERRUPTED)
@@ -340,7 +351,7 @@ def parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("files", nargs="+", type=Path, metavar="FILE.toml", help="matrix files")
     validate.add_argument("--offline", action="store_true", help="do not ask the package index")
-    return top
+    return top, made_by_name
 
 
 def positive(text: str) -> int:
