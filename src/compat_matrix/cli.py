@@ -30,7 +30,7 @@ EXIT_CELL_FAILED = exits.CELL_FAILED
 EXIT_UNEXPECTED = exits.UNEXPECTED
 SUMMARY_LIMIT = 1_000_000  # GitHub's step summary holds 1 MiB
 BASELINE_HELP = "an earlier report, or a folder of them: add what changed; flipped verdicts or changed values exit 1"
-NOXFILE = Path(__file__).resolve().with_name("noxfile.py")  # the sessions `run` starts
+NOXFILE = Path(__file__).resolve().with_name("noxfile.py")  # the sessions `run` starts (from a copy in --envdir)
 
 
 def display_path(path: Path) -> str:
@@ -207,7 +207,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         environ[sessions.REPORTS_VARIABLE] = str(args.reports.resolve())
     if args.lanes:
         os.environ[sessions.LANES_VARIABLE] = str(args.lanes)
-    run = sessions.plan(home, NOXFILE, environ)
+    envdir = (args.envdir or home / ".nox").resolve()
+    run = sessions.plan(home, sessions.noxfile_in(envdir, NOXFILE), environ)
     if run.problems:
         raise MatrixError(list(run.problems))
     ids = {cell.id for _, cell in run.cells}
@@ -215,7 +216,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if unknown:
         raise MatrixError([f"--cell {cell!r}: no such cell (`compat-matrix list` shows them)" for cell in unknown])
     options = [f"--baseline={b.resolve()}" for b in args.baseline]
-    envdir = (args.envdir or home / ".nox").resolve()
     return sessions.run_matrix(run, args.cell or None, envdir, [], options, args.cached, report=not args.cell)
 
 

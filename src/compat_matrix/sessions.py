@@ -23,6 +23,7 @@ from pathlib import Path
 import nox
 
 from compat_matrix import cells, envs, exits, progress, spec
+from compat_matrix.results import write_text_atomic
 
 FILES_VARIABLE = "COMPAT_MATRIX"  # matrix files, separated by os.pathsep
 REPORTS_VARIABLE = "COMPAT_MATRIX_REPORTS"  # one reports folder for every file
@@ -76,6 +77,16 @@ def plan(home: Path, noxfile: Path, environ: Mapping[str, str]) -> Plan:
         tuple(problems),
         Path(reports).resolve() if reports else None,
     )
+
+
+def noxfile_in(envdir: Path, packaged: Path) -> Path:
+    """A copy of the packaged noxfile in `envdir`, for nox to run: nox works in its noxfile's folder, and uv refuses
+    to work inside its own cache, which is where `uvx` keeps compat-matrix."""
+    copy = Path(envdir) / "compat-matrix-noxfile.py"
+    text = Path(packaged).read_text(encoding="utf-8")
+    if not copy.exists() or copy.read_text(encoding="utf-8") != text:
+        write_text_atomic(copy, text)
+    return copy
 
 
 def lanes(environ: Mapping[str, str], cpus: int, memory: int) -> int:
