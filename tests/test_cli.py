@@ -15,6 +15,7 @@ from compat_matrix import __version__, cli, exits, sessions
 from compat_matrix.cells import cells, reports_folder, result_path
 from compat_matrix.results import CellResult, write_json_atomic
 from compat_matrix.spec import load
+from conftest import ROOT
 
 MATRIX = '[matrix]\nname = "demo"\n[axes]\ntransformers = ["5.x", "4.57.x"]\n[[subjects]]\ntarget = "a.b:C"\n'
 
@@ -167,3 +168,19 @@ def test_run_refuses_bad_input_before_anything_runs(tmp_path, capsys, monkeypatc
 def test_exit_lines_name_the_first_items():
     line = exits.exit_line(3, ["a", "b", "c", "d", "e"], "5 cells could not run")
     assert line == "exit 3: 5 cells could not run: a; b; c; and 2 more"
+
+
+def test_the_readme_documents_every_command_and_exit_code():
+    readme = (ROOT / "README.md").read_text()
+    for name in cli.subcommands():
+        assert f"| `compat-matrix {name}" in readme, name
+    for code in exits.MEANINGS:
+        assert code == exits.INTERRUPTED or f"\n| {code} | " in readme, code
+
+
+def test_the_readme_commands_install_compat_matrix_and_ci_runs_the_test_command():
+    readme = (ROOT / "README.md").read_text()
+    first, second = re.findall(r"```sh\n(.*?)\n```", readme)[:2]
+    assert first == "python -m pip install -e . && nox -s matrix"
+    assert second == "python -m pip install -e . && nox -s tests"
+    assert second in (ROOT / ".ci" / "run").read_text().splitlines()

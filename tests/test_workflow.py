@@ -129,3 +129,20 @@ def test_the_workflow_runs_what_the_cli_offers():
         assert piece in text
     assert "fail-fast: false" in text and "merge-multiple: true" in text
     assert '--baseline "$REPORTS"' in text and "$GITHUB_STEP_SUMMARY" in text
+
+
+def readme_block(language: str, containing: str) -> str:
+    blocks = re.findall(rf"```{language}\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    (block,) = [b for b in blocks if containing in b]
+    return "\n".join(line.removeprefix("   ") for line in block.splitlines())
+
+
+def test_the_readme_adoption_is_one_job_with_the_reusable_workflows_inputs():
+    (job,) = yaml.safe_load(readme_block("yaml", "uses:"))["jobs"].values()
+    assert job["uses"] == "<owner>/compat-matrix/.github/workflows/matrix.yml@<ref>"
+    inputs = load(REUSABLE)["on"]["workflow_call"]["inputs"]
+    assert set(job["with"]) <= set(inputs)
+    assert {name for name, spec in inputs.items() if spec.get("required")} <= set(job["with"])
+    assert job["permissions"] == load(OWN)["jobs"]["compat-matrix"]["permissions"]
+    matrix = readme_block("toml", 'requirements = ["../"]')
+    assert job["with"]["matrix"] == "matrix/my-library.toml" and 'name = "my-library"' in matrix

@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from compat_matrix import __version__, cells, collect, exits, render, resolve, verdict
@@ -207,8 +207,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         environ[sessions.REPORTS_VARIABLE] = str(args.reports.resolve())
     if args.lanes:
         os.environ[sessions.LANES_VARIABLE] = str(args.lanes)
-    envdir = (args.envdir or home / ".nox").resolve()
-    run = sessions.plan(home, sessions.noxfile_in(envdir, NOXFILE), environ)
+    run = sessions.plan(home, NOXFILE, environ)
     if run.problems:
         raise MatrixError(list(run.problems))
     ids = {cell.id for _, cell in run.cells}
@@ -216,6 +215,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if unknown:
         raise MatrixError([f"--cell {cell!r}: no such cell (`compat-matrix list` shows them)" for cell in unknown])
     options = [f"--baseline={b.resolve()}" for b in args.baseline]
+    envdir = (args.envdir or home / ".nox").resolve()
+    run = replace(run, noxfile=sessions.noxfile_in(envdir, NOXFILE))
     return sessions.run_matrix(run, args.cell or None, envdir, [], options, args.cached, report=not args.cell)
 
 
