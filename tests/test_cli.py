@@ -184,3 +184,14 @@ def test_the_readme_commands_install_compat_matrix_and_ci_runs_the_test_command(
     assert first == "python -m pip install -e . && nox -s matrix"
     assert second == "python -m pip install -e . && nox -s tests"
     assert second in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def test_an_unexpected_error_in_the_matrix_session_is_exit_code_4(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def broken() -> int:
+        return {}["no such key"]
+
+    assert sessions.guarded(broken) == exits.UNEXPECTED
+    assert capsys.readouterr().err.startswith("exit 4: unexpected error KeyError: 'no such key' (traceback in ")
+    assert sessions.guarded(lambda: 3) == 3
