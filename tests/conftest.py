@@ -1,21 +1,21 @@
 from __future__ import annotations
 
-import ast
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from compat_matrix.spec import load
+
 ROOT = Path(__file__).resolve().parent.parent
 BROKEN = ROOT / "tests" / "broken_overrides"
 
 
-def catches() -> dict[str, tuple[str, str]]:
-    """broken_overrides.CATCHES, read from its source: importing it would need torch on the host."""
-    tree = ast.parse((BROKEN / "src" / "broken_overrides" / "__init__.py").read_text())
-    node = next(n for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CATCHES")
-    return ast.literal_eval(node.value)
+def catches() -> dict[str, list[tuple[str, str]]]:
+    """Per broken override of the self-check matrix, the (probe, observation) pairs that must show it."""
+    subjects = load(BROKEN / "selfcheck.toml").subjects
+    return {s.target.split(":")[1]: [tuple(c.split(".", 1)) for c in s.catches] for s in subjects if s.catches}
 
 
 def default_matrix_variant(folder: Path, name: str, transformers: list[str], extra: str = "") -> Path:

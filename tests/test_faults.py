@@ -58,7 +58,8 @@ def test_aborting_hanging_and_missing_are_labelled_and_the_rest_survives(tmp_pat
     assert "disable_round_trip (override)" in aborted["reason"]
     assert hung["verdict"] == "timed-out" and "exceeded the timeout of 5s" in hung["reason"]
     assert hung_hard["verdict"] == "timed-out" and "no answer after 15s" in hung_hard["reason"]
-    assert hostile["verdict"] == "same"  # both variants raise the same error: an observation, not a failure
+    # both variants raise the same error before any audited method runs: an observation, and nothing observed
+    assert hostile["verdict"] == "inconclusive" and "never ran" in hostile["reason"]
     error = next(o for o in hostile["observations"] if o["name"] == "error")
     assert error["override"].startswith("ValueError: bad | value")
     markdown = (tmp_path / "reports" / "faults.md").read_text()

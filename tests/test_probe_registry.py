@@ -35,6 +35,7 @@ def test_every_probe_has_a_broken_override_it_must_catch():
 
 
 def test_probes_for_selects_by_audited_method():
-    assert [p.name for p in probes_for(("gradient_checkpointing_disable",))] == ["disable_round_trip", "entry_points"]
+    names = [p.name for p in probes_for(("gradient_checkpointing_disable",))]
+    assert names == ["disable_round_trip", "enable_sequence", "entry_points"]
     assert len(probes_for(("gradient_checkpointing_enable",))) == len(registry())
     assert probes_for(("forward",)) == []

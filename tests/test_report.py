@@ -60,14 +60,16 @@ META = render.ReportMeta("demo", "matrix/demo.toml", "COMPAT_MATRIX=matrix/demo.
 
 
 def rendered() -> tuple[str, dict]:
-    frame = collect.collect(RESULTS)
-    decided = verdict.verdicts(frame)
-    return render.markdown(frame, decided, RESULTS, META), render.report_json(decided, RESULTS, META)
+    report = cli.make_report(SPEC, RESULTS)
+    return render.markdown(report), render.report_json(report)
+
+
+def decided(results=RESULTS, subjects=SPEC.subjects):
+    return verdict.add_verdicts(collect.collect(results, subjects).subjects)
 
 
 def test_rows_are_newest_first_by_version_not_string_order():
-    frame = collect.collect(RESULTS)
-    labels = list(dict.fromkeys(frame.sort_values("rank")["label"]))
+    labels = list(collect.collect(RESULTS, SPEC.subjects).cells["label"])
     assert labels == [
         "transformers 99.0 (requested)",
         "transformers 5.10.1",
@@ -77,14 +79,14 @@ def test_rows_are_newest_first_by_version_not_string_order():
 
 
 def test_verdicts_name_what_differs():
-    decided = verdict.verdicts(collect.collect(RESULTS)).set_index("label")
-    assert decided.loc["transformers 4.57.6", "verdict"] == "same"
-    assert decided.loc["transformers 5.10.1", "verdict"] == "differs"
-    assert decided.loc["transformers 5.10.1", "differs"] == [
+    rows = decided().set_index("label")
+    assert rows.loc["transformers 4.57.6", "verdict"] == "same"
+    assert rows.loc["transformers 5.10.1", "verdict"] == "differs"
+    assert rows.loc["transformers 5.10.1", "decided"].differs == (
         "enable_reaches_wrapped_model.layers_on",
         "kwargs_forwarded.error",
-    ]
-    assert decided.loc["transformers 99.0 (requested)", "verdict"] == "install-failed"
+    )
+    assert rows.loc["transformers 99.0 (requested)", "verdict"] == "install-failed"
 
 
 def test_markdown_matches_golden():
@@ -113,7 +115,7 @@ def test_json_has_every_contract_key():
         for subject in cell["subjects"]:
             assert {"target", "verdict", "observations"} <= subject.keys()
             for o in subject["observations"]:
-                assert set(o) == {"probe", "name", "override", "base"}
+                assert {"probe", "name", "override", "base", "carries"} <= set(o)
     assert data["cells"][0]["subjects"][0]["verdict"] == "install-failed"
     assert data["cells"][3]["resolved"]["transformers"] == "4.57.6"
 
@@ -187,8 +189,7 @@ def test_bad_matrix_file_exits_2_with_one_line_per_problem(tmp_path, capsys):
 )
 def test_expectations_met_and_unmet(expect, unmet):
     subjects = (Subject(TARGET, METHODS, expect=expect),)
-    decided = verdict.verdicts(collect.collect(RESULTS[:3]))
-    lines = verdict.unmet_expectations(decided, RESULTS[:3], subjects)
+    lines = verdict.unmet_expectations(decided(RESULTS[:3], subjects), subjects)
     assert len(lines) == len(unmet)
     for line, (label, says) in zip(lines, unmet, strict=True):
         assert line.startswith(f"{label}: {TARGET} {says}")
@@ -234,8 +235,10 @@ def test_truncate_keeps_the_tables_and_cuts_details_first():
     head = text.split("## Details")[0]
     cut = render.truncate(text, len(text.encode()) - 10)
     assert cut.startswith(head) and render.TRUNCATED in cut and "## Versions" in cut and "<details>" not in cut
-    tiny = render.truncate(text, 10)
-    assert tiny.startswith(head) and "## Versions" not in tiny
+    limit = len(head.encode()) // 2  # not even the top fits: it is cut at a line, with the note
+    small = render.truncate(text, limit)
+    assert len(small.encode()) <= limit and small.startswith("# compat-matrix: demo\n")
+    assert small.endswith(render.TRUNCATED + "\n") and "## Versions" not in small
 
 
 def test_list_json_is_one_line_for_a_ci_matrix(tmp_path, capsys):
@@ -260,3 +263,13 @@ def test_a_folder_of_committed_reports_is_a_baseline_and_the_summary_is_capped(t
     assert cli.main([*args, "--summary", str(summary), "--limit", "2000"]) == cli.EXIT_OK
     assert "## Changed since baseline" in (tmp_path / "demo.md").read_text()
     assert len(summary.read_bytes()) <= 2001 and "| transformers 5.10.1" in summary.read_text()
+
+
+def test_validate_warns_when_an_audited_method_has_no_probe(tmp_path, capsys):
+    matrix = tmp_path / "demo.toml"
+    subject = f'[[subjects]]\ntarget = "{TARGET}"\nmethods = ["gradient_checkpointing_enable", "tie_weights"]\n'
+    matrix.write_text(f'[matrix]\nname = "demo"\n[axes]\ntransformers = ["5.x"]\n{subject}')
+    assert cli.main(["validate", str(matrix)]) == cli.EXIT_OK
+    err = capsys.readouterr().err
+    assert "subjects[0].methods: 'tie_weights': no probe exercises it" in err
+    assert "gradient_checkpointing_enable" not in err

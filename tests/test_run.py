@@ -43,7 +43,7 @@ def library(folder: Path) -> Path:
 def comparable(report: dict) -> dict:
     """A report without what differs from run to run: timings, and how the file was named."""
     for cell in report["cells"]:
-        cell.pop("seconds")
+        cell.pop("seconds", None)
     return {k: v for k, v in report.items() if k not in {"file", "command"}}
 
 

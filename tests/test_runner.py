@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 
 import pytest
 
-from compat_matrix.probes import Probe
+from compat_matrix import tracing
+from compat_matrix.probes import Inconclusive, Probe
 from compat_matrix.runner import ProbeTimeout, call_probe, discover_overrides, run_isolated
 
 
@@ -62,3 +64,34 @@ def test_an_exception_and_a_warning_are_observations():
 def test_a_subject_that_cannot_be_imported_is_labelled_from_the_child():
     result = run_isolated("no_such_module_here:Thing", ("m",), None, timeout=5)
     assert result.status == "import-failed" and "No module named 'no_such_module_here'" in result.reason
+
+
+def test_logged_warnings_are_observations_even_from_a_logger_that_does_not_propagate():
+    library = logging.getLogger("transformers.some.module")  # transformers' own tree: propagate is off at its root
+    logging.getLogger("transformers").propagate = False
+
+    def logs(build):
+        library.warning("old | format")
+        logging.getLogger("mylib").warning("a notice")
+        logging.getLogger("mylib").info("not a warning")
+        return {}
+
+    values = call_probe(Probe("logs", logs, ("m",)), build=lambda: None)
+    assert values == {"warnings": ["mylib logger: a notice", "transformers logger: old | format"]}
+
+
+def test_reached_names_the_audited_methods_whose_code_ran_and_inconclusive_is_an_observation():
+    class Thing:
+        def used(self):
+            return 1
+
+        def unused(self):
+            return 2
+
+    def uses(build):
+        build().used()
+        raise Inconclusive("saw nothing\nat all")
+
+    watched = {name: tracing.bodies(vars(Thing)[name]) for name in ("used", "unused")}
+    values = call_probe(Probe("uses", uses, ("used",)), build=Thing, watched=watched)
+    assert values == {"inconclusive": "saw nothing", "reached": ["used"]}

@@ -1,50 +1,100 @@
-"""Variant construction on plain Python classes: no torch needed."""
+"""Variants on plain Python classes, each applied in a forked child as the runner does: no torch needed."""
 
 from __future__ import annotations
 
+import functools
+import pickle
+from pathlib import Path
+
 import pytest
 
-from compat_matrix.variants import BASE, OVERRIDE, VariantError, base_variant, variant_classes
+from compat_matrix import tracing, variants
+from compat_matrix.runner import OK, forked
+from compat_matrix.variants import BASE, OVERRIDE, WITHOUT, VariantError
+
+
+def logged(func):
+    @functools.wraps(func)
+    def wrapper(self, *args, **kwargs):
+        return "logged>" + func(self, *args, **kwargs)
+
+    return wrapper
 
 
 class Root:
+    __slots__ = ()
+
+    class Options:
+        level = "root"
+
     def greet(self):
         return "root"
 
     def shout(self):
         return "ROOT"
 
+    def wave(self):
+        return "root-wave"
+
     @classmethod
     def kind(cls):
         return "root-kind"
 
+    @staticmethod
+    def version():
+        return "root-1"
+
+    @property
+    def loud(self):
+        return "root-loud"
+
 
 class Middle(Root):
+    __slots__ = ()
+
     def greet(self):
         return "middle>" + super().greet()
 
 
 class Subject(Middle):
-    """A subject whose other methods use zero-argument super()."""
+    """A subject whose methods use zero-argument super(), one of them through a functools.wraps decorator."""
 
-    label = "subject"
+    __slots__ = ("payload",)
+
+    class Options:
+        level = "subject"
+
+    def __init__(self, payload="p"):
+        self.payload = payload
 
     def greet(self):
         return "subject>" + super().greet()
 
+    @logged
     def shout(self):
         return "SUBJECT>" + super().shout()
 
     def uses_greet(self):
         return "via:" + self.greet()
 
+    @logged
+    def wave(self):
+        return "subject-wave>" + super().wave()
+
     @classmethod
     def kind(cls):
         return "subject>" + super().kind()
 
+    @staticmethod
+    def version():
+        return "subject-1"
+
     @property
     def loud(self):
-        return super().shout()
+        return "subject-loud>" + super().shout()
+
+    def __reduce__(self):
+        return (Subject, (self.payload,))
 
 
 def is_overridden(obj, name: str) -> bool:
@@ -52,68 +102,93 @@ def is_overridden(obj, name: str) -> bool:
     return getattr(getattr(obj, name), "__func__", None) is not getattr(Root, name)
 
 
-def test_deleted_method_resolves_to_nearest_class_after_subject():
-    base = base_variant(Subject, ("greet",))
-    assert base().greet() == "middle>root"  # Middle's, not Root's: the nearest class after the subject
+def in_child(tmp_path: Path, variant: str, methods: tuple[str, ...], look):
+    """Apply `variant` to Subject in a forked child, as the runner does, and return `look(instance)` from it."""
+    progress = tmp_path / "progress"
+    progress.write_text("variant")
+    run = forked(lambda: look(variants.apply(Subject, variant, methods)()), progress, limit=30)
+    assert run.status == OK, run.reason
+    return run.answer
 
 
-def test_other_methods_and_zero_arg_super_still_work():
-    base = base_variant(Subject, ("greet",))
-    obj = base()
-    assert obj.shout() == "SUBJECT>ROOT"
-    assert obj.uses_greet() == "via:middle>root"
-    assert base.kind() == "subject>root-kind"
-    assert obj.loud == "ROOT"
+def test_deleted_method_resolves_to_nearest_class_after_subject(tmp_path):
+    assert in_child(tmp_path, BASE, ("greet",), lambda s: s.greet()) == "middle>root"
+    assert in_child(tmp_path, OVERRIDE, ("greet",), lambda s: s.greet()) == "subject>middle>root"
+    assert Subject().greet() == "subject>middle>root"  # the class in this process is untouched
 
 
-def test_keeps_name_and_attributes_and_leaves_original_alone():
-    base = base_variant(Subject, ("greet", "shout"))
-    assert (base.__name__, base.__qualname__, base.__module__) == ("Subject", "Subject", __name__)
-    assert base.label == "subject" and base.__doc__ == Subject.__doc__
-    assert "greet" not in vars(base) and "shout" not in vars(base)
-    assert Subject().greet() == "subject>middle>root"
-    assert Subject().shout() == "SUBJECT>ROOT"
+def test_other_methods_zero_arg_super_and_decorated_methods_still_work(tmp_path):
+    def look(s):
+        return [s.uses_greet(), s.shout(), s.loud, s.kind()]
+
+    assert in_child(tmp_path, BASE, ("greet",), look) == [
+        "via:middle>root",
+        "logged>SUBJECT>ROOT",
+        "subject-loud>ROOT",
+        "subject>root-kind",
+    ]
 
 
-def test_library_code_sees_no_override():
-    base = base_variant(Subject, ("shout",))
-    assert is_overridden(Subject(), "shout")
-    assert not is_overridden(base(), "shout")
+@pytest.mark.parametrize(
+    ("name", "read", "expected"),
+    [
+        ("wave", lambda s: s.wave(), "root-wave"),  # a functools.wraps decorated method that uses super()
+        ("kind", lambda s: type(s).kind(), "root-kind"),  # classmethod
+        ("version", lambda s: s.version(), "root-1"),  # staticmethod
+        ("loud", lambda s: s.loud, "root-loud"),  # property
+        ("Options", lambda s: s.Options.level, "root"),  # nested class
+    ],
+)
+def test_every_kind_of_attribute_can_be_deleted(tmp_path, name, read, expected):
+    assert in_child(tmp_path, BASE, (name,), read) == expected
+    assert in_child(tmp_path, OVERRIDE, (name,), read) != expected
 
 
-def test_variant_classes_pairs_shipped_and_base():
-    variants = variant_classes(Subject, ("greet",))
-    assert variants[OVERRIDE] is Subject
-    assert variants[BASE]().greet() == "middle>root"
+def test_class_identity_isinstance_slots_and_pickling_are_those_of_the_subject(tmp_path):
+    def look(s):
+        copy = pickle.loads(pickle.dumps(s))
+        return {
+            "name": type(s).__qualname__,
+            "isinstance": isinstance(s, Subject) and type(s) is Subject,
+            "slots": not hasattr(s, "__dict__") and s.payload == "p",
+            "pickled": type(copy) is Subject and copy.payload == "p" and copy.greet() == "middle>root",
+            "overridden": is_overridden(s, "shout"),
+        }
+
+    seen = in_child(tmp_path, BASE, ("greet", "shout"), look)
+    assert seen == {"name": "Subject", "isinstance": True, "slots": True, "pickled": True, "overridden": False}
+
+
+def test_per_method_base_deletes_only_that_method(tmp_path):
+    def look(s):
+        return [s.greet(), s.shout()]
+
+    assert variants.names(("greet", "shout"), per_method=True) == [OVERRIDE, BASE, WITHOUT + "greet", WITHOUT + "shout"]
+    assert variants.names(("greet",), per_method=True) == [OVERRIDE, BASE]
+    assert in_child(tmp_path, WITHOUT + "greet", ("greet", "shout"), look) == ["middle>root", "logged>SUBJECT>ROOT"]
+    assert in_child(tmp_path, WITHOUT + "shout", ("greet", "shout"), look) == ["subject>middle>root", "ROOT"]
 
 
 @pytest.mark.parametrize(
     ("methods", "message"),
-    [
-        (("missing",), "does not define 'missing' itself"),
-        (("uses_greet",), "no base class of Subject defines 'uses_greet'"),
-    ],
+    [(("uses_greet",), "no base class of Subject defines 'uses_greet'"), (("nope",), "does not define 'nope' itself")],
 )
 def test_bad_methods_are_refused(methods, message):
     with pytest.raises(VariantError, match=message):
-        base_variant(Subject, methods)
+        variants.check(Subject, methods)
 
 
-def test_init_subclass_runs_again_like_a_reimport():
-    seen = []
+def test_bodies_are_the_innermost_code_of_functions_decorators_and_descriptors():
+    assert tracing.bodies(vars(Subject)["greet"]) == (vars(Subject)["greet"].__code__,)
+    assert tracing.bodies(vars(Subject)["wave"]) == (vars(Subject)["wave"].__wrapped__.__code__,)
+    assert tracing.bodies(vars(Subject)["kind"]) == (vars(Subject)["kind"].__func__.__code__,)
+    assert tracing.bodies(vars(Subject)["loud"]) == (vars(Subject)["loud"].fget.__code__,)
+    assert tracing.bodies(vars(Subject)["Options"]) == ()
 
-    class Registry:
-        def __init_subclass__(cls, **kwargs):
-            super().__init_subclass__(**kwargs)
-            seen.append(cls)
 
-        def run(self):
-            return "registry"
-
-    class Child(Registry):
-        def run(self):
-            return "child>" + super().run()
-
-    base = base_variant(Child, ("run",))
-    assert seen == [Child, base]
-    assert base().run() == "registry"
+def test_reached_names_the_methods_whose_code_ran():
+    watched = {name: tracing.bodies(vars(Subject)[name]) for name in ("greet", "wave", "loud")}
+    with tracing.reached(watched) as seen:
+        Subject().uses_greet()
+        Subject().loud  # noqa: B018
+    assert seen == {"greet", "loud"}

@@ -18,9 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from compat_matrix import __version__, cells, collect, exits, render, resolve, verdict
+from compat_matrix import __version__, cells, collect, conclude, exits, render, resolve, verdict
 from compat_matrix.baseline import BaselineError, compare, failing, load_report
-from compat_matrix.results import OK, write_json_atomic, write_text_atomic
+from compat_matrix.probes import registry, titles
+from compat_matrix.results import OK, CellResult, write_json_atomic, write_text_atomic
 from compat_matrix.spec import MatrixError, MatrixSpec, load_all
 
 EXIT_OK = exits.OK
@@ -29,6 +30,7 @@ EXIT_BAD_MATRIX = exits.BAD_INPUT
 EXIT_CELL_FAILED = exits.CELL_FAILED
 EXIT_UNEXPECTED = exits.UNEXPECTED
 SUMMARY_LIMIT = 1_000_000  # GitHub's step summary holds 1 MiB
+LOGS = ".logs"  # inside the reports folder: what changes from run to run (durations), not committed
 BASELINE_HELP = "an earlier report, or a folder of them: add what changed; flipped verdicts or changed values exit 1"
 NOXFILE = Path(__file__).resolve().with_name("noxfile.py")  # the sessions `run` starts (from a copy in --envdir)
 
@@ -47,35 +49,40 @@ class Built:
     data: dict
     csv: str
     code: int
+    timings: str  # one line per cell with its duration: console, job summary and run log, never the report files
     why: tuple[str, ...] = ()  # what the exit code is for: the cells that could not run, or the unmet checks
+
+
+def make_report(spec: MatrixSpec, results: list[CellResult], baseline: dict | None = None) -> render.Report:
+    """The report path, one way: collect (ordered, labelled frames) → verdicts → conclusions → summaries."""
+    collected = collect.collect(results, spec.subjects)
+    subjects = conclude.add_conclusions(verdict.add_verdicts(collected.subjects), titles())
+    unmet = tuple(verdict.unmet_expectations(subjects, spec.subjects))
+    file = display_path(spec.path)
+    meta = render.ReportMeta(spec.name, file, f"COMPAT_MATRIX={file} nox -s matrix", spec.subjects)
+    report = render.Report(
+        meta, replace(collected, subjects=subjects), conclude.summaries(subjects, spec.subjects), unmet
+    )
+    if baseline is None:
+        return report
+    return replace(report, changes=tuple(compare(baseline, render.report_json(report))))
 
 
 def build_report(spec: MatrixSpec, reports: Path, baseline: dict | None = None) -> Built:
     """Markdown, JSON and CSV for one matrix from its cell result files, and the exit code they call for."""
     results = collect.load_results(spec, cells.cells(spec), reports)
-    frame = collect.collect(results)
-    decided = verdict.verdicts(frame)
-    unmet = verdict.unmet_expectations(decided, results, spec.subjects)
-    file = display_path(spec.path)
-    meta = render.ReportMeta(spec.name, file, f"COMPAT_MATRIX={file} nox -s matrix", spec.subjects)
-    data = render.report_json(decided, results, meta, unmet)
-    changes = compare(baseline, data) if baseline is not None else None
-    if changes is not None:
-        data["changes_since_baseline"] = [c.to_json() for c in changes]
-    for r in results:
-        print(f"{r.cell}: {r.status}" + (f" ({r.reason})" if r.reason else ""))
-    for line in unmet:
+    report = make_report(spec, results, baseline)
+    for line in report.unmet:
         print(f"unmet expectation: {line}")
-    for change in changes or []:
+    for change in report.changes or ():
         print(f"since baseline: {change}")
     failed = [f"{r.cell} ({r.status})" for r in results if r.status != OK]
-    failed += [
-        f"{r.cell} ({s.target} {s.status})" for r in results if r.status == OK for s in r.subjects if s.status != OK
-    ]
-    checks = [*unmet, *(str(c) for c in changes or [] if failing([c]))]
+    failed += [f"{r.cell} ({s.target} {s.status})" for r in results for s in r.subjects if s.status != OK]
+    checks = [*report.unmet, *(str(c) for c in report.changes or () if failing([c]))]
     code = EXIT_CELL_FAILED if failed else EXIT_UNMET if checks else EXIT_OK
-    text = render.markdown(frame, decided, results, meta, unmet, changes)
-    return Built(text, data, render.csv_text(frame), code, tuple(failed if failed else checks))
+    data = render.report_json(report)
+    why = tuple(failed if failed else checks)
+    return Built(render.markdown(report), data, render.csv_text(report.collected), code, timings(results), why)
 
 
 def outcome(built: list[Built]) -> tuple[int, str]:
@@ -89,12 +96,22 @@ def outcome(built: list[Built]) -> tuple[int, str]:
     return code, exits.exit_line(code, why)
 
 
+def timings(results: list[CellResult]) -> str:
+    lines = []
+    for r in results:
+        took = f"{r.seconds:.1f} s" + (", reused" if r.reused else "") if r.seconds is not None else "no timing"
+        lines.append(f"{r.cell}: {r.status} ({took})" + (f": {r.reason}" if r.reason else ""))
+    return "\n".join(lines)
+
+
 def write_report(reports: Path, name: str, built: Built) -> list[Path]:
+    """The report files, and the run's timings in a log of their own beside them (not a report file)."""
     md, js, csv = (reports / f"{name}{suffix}" for suffix in (".md", ".json", ".csv"))
     reports.mkdir(parents=True, exist_ok=True)
     write_text_atomic(md, built.markdown)
     write_text_atomic(csv, built.csv)
     write_json_atomic(js, built.data)
+    write_text_atomic(reports / LOGS / f"{name}.log", built.timings + "\n")
     return [md, js, csv]
 
 
@@ -107,11 +124,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     for spec in specs:
         folder = args.reports or cells.reports_folder(spec.path, Path.cwd())
         built.append(build_report(spec, folder, baselines.get(spec.name)))
+        print(built[-1].timings)
         paths = write_report(folder, spec.name, built[-1])
         print(f"wrote {', '.join(display_path(p) for p in paths)}")
         if args.summary:
+            timings = f"\n<details><summary>Timings</summary>\n\n```\n{built[-1].timings}\n```\n\n</details>\n"
             with open(args.summary, "a", encoding="utf-8") as summary:
-                summary.write(render.truncate(built[-1].markdown, args.limit // len(specs)) + "\n")
+                summary.write(render.truncate(built[-1].markdown, args.limit // len(specs) - len(timings)) + timings)
     code, line = outcome(built)
     print(line, flush=True)
     return code
@@ -180,6 +199,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     lookup = functools.cache(resolve.releases)
     for spec in specs:
         print(f"{display_path(spec.path)}: {exits.plural(len(cells.cells(spec)), 'cell')}")
+        for line in unprobed_methods(spec):
+            print(f"warning: {line}", file=sys.stderr)
         if args.offline:
             continue
         try:
@@ -218,6 +239,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     envdir = (args.envdir or home / ".nox").resolve()
     run = replace(run, noxfile=sessions.noxfile_in(envdir, NOXFILE))
     return sessions.run_matrix(run, args.cell or None, envdir, [], options, args.cached, report=not args.cell)
+
+
+def unprobed_methods(spec: MatrixSpec) -> list[str]:
+    """One line per audited method that no built-in probe exercises: its subject can only be `inconclusive`."""
+    exercised = {m for probe in registry().values() for m in probe.exercises}
+    return [
+        f"{display_path(spec.path)}: subjects[{index}].methods: {method!r}: no probe exercises it, so the verdict "
+        "can only be inconclusive"
+        for index, subject in enumerate(spec.subjects)
+        for method in subject.methods
+        if method not in exercised
+    ]
 
 
 def _load(files: list[Path]) -> list[MatrixSpec]:

@@ -1,37 +1,36 @@
-"""Collect cell results into one long-form pandas DataFrame: a row per cell × subject × observation.
+"""Collect cell results into ordered, labelled pandas frames, once: the rest of the report path only adds columns.
 
-A cell or subject that produced no observations (it failed, or did not run) still has one row, with `probe` and
-`name` empty, so every cell reaches the report.
+- `cells`: one row per cell, newest first;
+- `subjects`: one row per cell × subject of the matrix (a cell that ran no subject still has a row for each);
+- `observations`: the long form, one row per cell × subject × observation.
+Every row carries its `rank` (newest first) and `label` (`transformers 5.24.0`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 from packaging.version import InvalidVersion, Version
 
 from compat_matrix.cells import Cell, result_path
-from compat_matrix.results import CellResult, ResultFileError, read_cell_result
-from compat_matrix.spec import MatrixSpec
+from compat_matrix.probes import registry
+from compat_matrix.results import CellResult, ResultFileError, SubjectResult, read_cell_result
+from compat_matrix.spec import MatrixSpec, Subject
 
+OBSERVATION_COLUMNS = [
+    "rank", "cell", "label", "target", "probe", "name", "override", "base", "carries", "base_without", "same"
+]  # fmt: skip
 NOT_RUN = "not run"
 DAMAGED = "damaged result"
-COLUMNS = [
-    "cell",
-    "label",
-    "rank",
-    "cell_status",
-    "cell_reason",
-    "target",
-    "subject_status",
-    "subject_reason",
-    "probe",
-    "name",
-    "override",
-    "base",
-    "same",
-]
+
+
+@dataclass(frozen=True)
+class Collected:
+    cells: pd.DataFrame
+    subjects: pd.DataFrame
+    observations: pd.DataFrame
 
 
 def load_results(spec: MatrixSpec, cells: list[Cell], reports: Path) -> list[CellResult]:
@@ -79,38 +78,52 @@ def newest_first(results: list[CellResult], axes: list[str]) -> list[CellResult]
     return sorted(results, key=key, reverse=True)
 
 
-def collect(results: list[CellResult]) -> pd.DataFrame:
+def shown(subject: SubjectResult | None, variant: str) -> str:
+    """`enable→True, disable→False`: the observations the probes mark as their summary, for one variant."""
+    if subject is None:
+        return ""
+    parts = []
+    for probe in registry().values():
+        if probe.summary is None:
+            continue
+        tag, name = probe.summary
+        values = {o.name: getattr(o, variant) for o in subject.observations if o.probe == probe.name}
+        if values.get("error") is not None:
+            parts.append(f"{tag}→error")
+        elif name in values:
+            parts.append(f"{tag}→{values[name]}")
+    return ", ".join(parts)
+
+
+def collect(results: list[CellResult], subjects: tuple[Subject, ...]) -> Collected:
     axes = varying_axes(results)
-    rows = []
+    cells, rows, observations = [], [], []
     for rank, result in enumerate(newest_first(results, axes)):
-        cell = {
-            "cell": result.cell,
-            "label": label(result, axes),
-            "rank": rank,
-            "cell_status": result.status,
-            "cell_reason": result.reason,
-        }
-        if not result.subjects:
-            rows.append({**cell, "target": None})
-        for subject in result.subjects:
-            head = {
-                **cell,
-                "target": subject.target,
-                "subject_status": subject.status,
-                "subject_reason": subject.reason,
-            }
-            if not subject.observations:
-                rows.append(head)
-            rows += [
+        where = {"rank": rank, "cell": result.cell, "label": label(result, axes)}
+        cells.append({**where, "result": result})
+        ran = {s.target: s for s in result.subjects}
+        for subject in subjects:
+            found = ran.get(subject.target)
+            rows.append(
                 {
-                    **head,
-                    "probe": o.probe,
-                    "name": o.name,
-                    "override": o.override,
-                    "base": o.base,
-                    "same": o.same,
+                    **where,
+                    "target": subject.target,
+                    "result": found,
+                    "cell_result": result,
+                    "override_shown": shown(found, "override"),
+                    "base_shown": shown(found, "base"),
                 }
-                for o in subject.observations
+            )
+            observations += [
+                {**where, "target": subject.target, **o.to_json(), "same": o.same}
+                for o in (found.observations if found else ())
             ]
-    frame = pd.DataFrame(rows, columns=COLUMNS, dtype=object)
-    return frame.where(frame.notna(), None)
+    return Collected(
+        pd.DataFrame(cells, columns=["rank", "cell", "label", "result"], dtype=object),
+        pd.DataFrame(
+            rows,
+            columns=["rank", "cell", "label", "target", "result", "cell_result", "override_shown", "base_shown"],
+            dtype=object,
+        ),
+        pd.DataFrame(observations, columns=OBSERVATION_COLUMNS, dtype=object),
+    )

@@ -28,11 +28,11 @@ from compat_matrix.results import (
     TIMED_OUT,
     CellResult,
     ResultFileError,
-    SubjectResult,
     read_cell_result,
     write_json_atomic,
 )
 from compat_matrix.spec import MatrixSpec
+from compat_matrix.verdict import decide
 
 INSTALL_FAILED = "install-failed"
 NO_INTERPRETER = "interpreter not found"
@@ -110,16 +110,10 @@ def could_not_run(result: CellResult) -> str | None:
 def progress_line(result: CellResult) -> str:
     """One line per finished cell: what got installed, how long it took, and the verdict material."""
     versions = ", ".join(f"{k} {v}" for k, v in result.resolved.items() if k != "python")
-    subjects = ", ".join(f"{s.target.rsplit(':', 1)[-1]} {_verdict(s)}" for s in result.subjects)
+    subjects = ", ".join(f"{s.target.rsplit(':', 1)[-1]} {decide(s).verdict}" for s in result.subjects)
     parts = [result.cell, result.status + (" (reused)" if result.reused else ""), versions, subjects]
     parts += [f"{result.seconds:.1f} s" if result.seconds is not None else "", result.reason or ""]
     return " | ".join(p for p in parts if p)
-
-
-def _verdict(subject: SubjectResult) -> str:
-    if subject.status != "ok":
-        return subject.status
-    return "same" if all(o.same for o in subject.observations) else "differs"
 
 
 def fingerprint(*parts: str) -> str:

@@ -1,25 +1,38 @@
-"""Render the report: markdown that pastes into a PR, and JSON for machines. Pure functions; no I/O here."""
+"""Render the report: markdown that pastes into a PR, JSON for machines, CSV for spreadsheets.
+
+Pure functions that only format: the rows, their order and labels, the verdicts, the conclusions and the phrases
+were all decided before (collect → verdict → conclude). Nothing here reads a file or the clock, so unchanged
+results render to byte-identical files.
+"""
 
 from __future__ import annotations
 
+import csv
 import html
-import json
+import io
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
-
 from compat_matrix.baseline import Change
-from compat_matrix.collect import newest_first, varying_axes
-from compat_matrix.probes import registry
-from compat_matrix.results import SCHEMA, CellResult
+from compat_matrix.collect import Collected
+from compat_matrix.conclude import DIFFERENTLY, HARMFUL, NEEDED, NOT_RUN, REDUNDANT, UNKNOWN, Summary
+from compat_matrix.results import SCHEMA
 from compat_matrix.spec import Subject
-from compat_matrix.verdict import DIFFERS, SAME, phrase
 
 COLUMNS = {"override": "with override", "base": "base implementation"}
 BASE_MEANING = (
     "*with override*: the class as shipped. *base implementation*: the class as if the audited methods were "
     "deleted from its source, so each resolves to the nearest class after it in its MRO that defines it."
+)
+SYMBOLS = {REDUNDANT: "=", DIFFERENTLY: "≠", NEEDED: "+", HARMFUL: "✗", UNKNOWN: "?", NOT_RUN: "!"}
+LEGEND = (
+    "`=` same (redundant) · `≠` behaves differently · `+` needed · `✗` harmful · `?` inconclusive · `!` could not run"
+)
+GLANCE_ABOVE = 5  # versions: more than this, or more than one subject, and the report starts with a grid
+VALUE_LIMIT = 400  # characters of one value in the details
+TRUNCATED = (
+    "*Details cut to fit. The full report, with every observation, is in the uploaded reports "
+    "(`reports/<name>.md`, `.json` and `.csv`).*"
 )
 
 
@@ -31,207 +44,258 @@ class ReportMeta:
     subjects: tuple[Subject, ...]
 
 
-def escape(text: str) -> str:
+@dataclass(frozen=True)
+class Report:
+    """Everything the files show, decided: the collected frames (subjects with verdicts and conclusions), the
+    summaries per subject, unmet expectations and changes since a baseline (None: no baseline given)."""
+
+    meta: ReportMeta
+    collected: Collected
+    summaries: dict[str, Summary]
+    unmet: tuple[str, ...] = ()
+    changes: tuple[Change, ...] | None = None
+
+
+def escape(text: Any) -> str:
     """Make any text safe inside a markdown table cell: no `|`, newline, HTML or code span can break the row."""
     text = html.escape(str(text), quote=False).replace("`", "&#96;").replace("|", "&#124;")
     return "<br>".join(line.strip() for line in text.splitlines()) or " "
 
 
-def fmt(value: Any) -> str:
-    """An observed value as a reader expects it: `True`, `2/2`, `use_reentrant=False, ...`, `a; b`."""
+def inline(text: str) -> str:
+    """A sentence of the report's own, whose backticks mark code, made safe: no HTML, no `|`, one line."""
+    return " ".join(html.escape(text, quote=False).replace("|", "&#124;").split())
+
+
+def fmt(value: Any, limit: int | None = None) -> str:
+    """An observed value as a reader expects it: `True`, `2/2`, `use_reentrant=False, ...`, `a; b`; containers
+    inside containers in brackets: `layers=[True, False]`, `other_flags={model.model=True}`."""
     if value is None:
-        return "—"
+        text = "—"
+    elif isinstance(value, dict):
+        text = ", ".join(f"{k}={_nested(v)}" for k, v in sorted(value.items())) or "{}"
+    elif isinstance(value, list):
+        text = "; ".join(_nested(v) for v in value) or "(none)"
+    else:
+        text = str(value)
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _nested(value: Any) -> str:
     if isinstance(value, dict):
-        return ", ".join(f"{k}={fmt(v)}" for k, v in sorted(value.items())) or "{}"
+        return "{" + fmt(value) + "}"
     if isinstance(value, list):
-        return "; ".join(fmt(v) for v in value) or "(none)"
-    return str(value)
+        return "[" + ", ".join(_nested(v) for v in value) + "]"
+    return fmt(value)
 
 
-def table(frame: pd.DataFrame) -> str:
-    safe = frame.map(escape)
-    safe.columns = [escape(c) if c else " " for c in frame.columns]
-    return safe.to_markdown(index=False, disable_numparse=True)
+def table(header: list[str], rows: list[list[Any]]) -> str:
+    """A GitHub-flavoured markdown table without padding; every cell escaped."""
+    lines = ["| " + " | ".join(escape(h) if h else " " for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
 
 
-def summary(group: pd.DataFrame, variant: str) -> str:
-    """`enable→True, disable→False`: the observations the probes mark as their summary, for one variant."""
-    parts = []
-    for probe in registry().values():
-        if probe.summary is None:
-            continue
-        label, name = probe.summary
-        rows = group[group["probe"] == probe.name]
-        errors = rows[rows["name"] == "error"][variant]
-        values = rows[rows["name"] == name][variant]
-        if errors.notna().any():
-            parts.append(f"{label}→error")
-        elif len(values):
-            parts.append(f"{label}→{fmt(values.iloc[0])}")
-    return ", ".join(parts)
+def short_names(targets: list[str]) -> dict[str, str]:
+    names = {t: t.rsplit(":", 1)[-1].rsplit(".", 1)[-1] for t in targets}
+    return {t: n if list(names.values()).count(n) == 1 else t for t, n in names.items()}
 
 
-def main_table(frame: pd.DataFrame, verdicts: pd.DataFrame, target: str) -> str:
-    rows = []
-    for _, v in verdicts[(verdicts["target"] == target) | verdicts["target"].isna()].iterrows():
-        group = frame[(frame["cell"] == v["cell"]) & (frame["target"] == v["target"])]
-        ran = v["verdict"] in (SAME, DIFFERS)
-        cells = {col: summary(group, variant) if ran else v["verdict"] for variant, col in COLUMNS.items()}
-        rows.append({"": v["label"], **cells, "verdict": phrase(v["verdict"], v["differs"], v["reason"])})
-    return table(pd.DataFrame(rows, columns=["", *COLUMNS.values(), "verdict"]))
+def glance_grid(report: Report) -> list[str]:
+    subjects = report.collected.subjects
+    targets = [s.target for s in report.meta.subjects]
+    labels = list(dict.fromkeys(subjects["label"]))
+    if len(targets) < 2 and len(labels) <= GLANCE_ABOVE:
+        return []
+    kinds = {(r["label"], r["target"]): r["conclusion"].kind for r in subjects.to_dict("records")}
+    names = short_names(targets)
+    rows = [[label, *(SYMBOLS[kinds[label, t]] for t in targets)] for label in labels]
+    return ["## At a glance", "", table(["", *(names[t] for t in targets)], rows), "", LEGEND, ""]
 
 
-def details_table(frame: pd.DataFrame, target: str) -> tuple[str, int, int]:
-    observed = frame[(frame["target"] == target) & frame["probe"].notna()]
-    rows = [
-        {
-            "": r["label"],
-            "probe": r["probe"],
-            "observation": r["name"],
-            COLUMNS["override"]: fmt(r["override"]),
-            COLUMNS["base"]: fmt(r["base"]),
-            "same": "yes" if r["same"] else "**no**",
-        }
-        for _, r in observed.iterrows()
+def subject_section(report: Report, subject: Subject) -> list[str]:
+    rows = report.collected.subjects[report.collected.subjects["target"] == subject.target].to_dict("records")
+    summary = report.summaries[subject.target]
+    ran = next((r["result"] for r in rows if r["result"] is not None and r["result"].methods), None)
+    methods = ", ".join(f"`{m}`" for m in (ran.methods if ran else subject.methods)) or "none"
+    out = [f"## `{subject.target.rsplit(':', 1)[-1]}`", "", f"`{subject.target}`, audited methods {methods}.", ""]
+    out += [f"- {inline(line)}" for line in (*summary.lines, *summary.deprecations)] + [""]
+    out += [f"**Recommendation:** {inline(summary.recommendation)}", ""]
+    if len(rows) > 1:
+        out += [f"At a glance: {inline(summary.glance)}", ""]
+    main = [
+        [
+            r["label"],
+            *((r["override_shown"], r["base_shown"]) if r["decided"].ran else (r["verdict"],) * 2),
+            r["phrase"],
+        ]
+        for r in rows
     ]
-    columns = ["", "probe", "observation", *COLUMNS.values(), "same"]
-    differing = sum(row["same"] == "**no**" for row in rows)
-    return table(pd.DataFrame(rows, columns=columns)), len(rows), differing
+    out += [table(["", *COLUMNS.values(), "verdict"], main), ""]
+    if ran and ran.overrides:
+        listed = ", ".join(f"`{n}` ({'probed' if probed else 'no probe covers it'})" for n, _, probed in ran.overrides)
+        out += [f"Overrides of transformers methods: {listed}.", ""]
+    return out
 
 
-def versions_table(results: list[CellResult]) -> str:
+def details(report: Report, subject: Subject) -> list[str]:
+    frame = report.collected.observations
+    observed = frame[frame["target"] == subject.target].to_dict("records")
+    differing = [o for o in observed if not o["same"]]
+    equal = [o for o in observed if o["same"]]
+    methods = list(dict.fromkeys(m for o in differing for m in o["base_without"]))
+
+    def name(o: dict[str, Any]) -> str:
+        return o["name"] if o["carries"] else f"{o['name']} (informs)"
+
+    head = [f"<details><summary><code>{html.escape(subject.target)}</code>: {len(observed)} observations, "]
+    head[0] += f"{len(differing)} differ</summary>"
+    out = [*head, ""]
+    if differing:
+        header = ["", "probe", "observation", *COLUMNS.values(), *(f"without {m}" for m in methods)]
+        rows = [
+            [
+                o["label"],
+                o["probe"],
+                name(o),
+                fmt(o["override"], VALUE_LIMIT),
+                fmt(o["base"], VALUE_LIMIT),
+                *(fmt(o["base_without"].get(m), VALUE_LIMIT) for m in methods),
+            ]
+            for o in differing
+        ]
+        out += [table(header, rows), ""]
+    if equal:
+        rows = [[o["label"], o["probe"], name(o), fmt(o["override"], VALUE_LIMIT)] for o in equal]
+        out += [f"<details><summary>{len(equal)} equal observations</summary>", ""]
+        out += [table(["", "probe", "observation", "both variants"], rows), "", "</details>", ""]
+    return [*out, "</details>", ""]
+
+
+def versions_table(collected: Collected) -> str:
+    results = list(collected.cells["result"])
     packages = list(dict.fromkeys(p for r in results for p in r.resolved))
-    axes = varying_axes(results)
-    rows = []
-    for r in newest_first(results, axes):
-        requested = ", ".join(f"{a} {v}" for a, v in r.requested.items())
-        rows.append(
-            {
-                "requested": requested,
-                "status": r.status + (" (reused)" if r.reused else ""),
-                "seconds": fmt(r.seconds),
-                **{p: r.resolved.get(p, "—") for p in packages},
-            }
-        )
-    return table(pd.DataFrame(rows, columns=["requested", "status", "seconds", *packages]))
+    rows = [
+        [", ".join(f"{a} {v}" for a, v in r.requested.items()), r.status, *(r.resolved.get(p, "—") for p in packages)]
+        for r in results
+    ]
+    return table(["requested", "status", *packages], rows)
 
 
-def markdown(
-    frame: pd.DataFrame,
-    verdicts: pd.DataFrame,
-    results: list[CellResult],
-    meta: ReportMeta,
-    unmet: list[str] = (),
-    changes: list[Change] | None = None,
-) -> str:
+def markdown(report: Report) -> str:
+    meta = report.meta
     out = [f"# compat-matrix: {meta.name}", ""]
-    if unmet:
-        out += ["**Unmet expectations**", "", *(f"- {escape(line)}" for line in unmet), ""]
+    if report.unmet:
+        out += ["**Unmet expectations**", "", *(f"- {escape(line)}" for line in report.unmet), ""]
+    out += glance_grid(report)
     for subject in meta.subjects:
-        ran = next((s for r in results for s in r.subjects if s.target == subject.target and s.methods), None)
-        methods = ", ".join(f"`{m}`" for m in (ran.methods if ran else subject.methods)) or "none"
-        out += [f"`{subject.target}`, audited methods {methods}.", "", main_table(frame, verdicts, subject.target), ""]
-        if ran and ran.overrides:
-            listed = ", ".join(
-                f"`{n}` ({'probed' if probed else 'no probe covers it'})" for n, _, probed in ran.overrides
-            )
-            out += [f"Overrides of transformers methods: {listed}.", ""]
+        out += subject_section(report, subject)
     out += [BASE_MEANING, ""]
-    if changes is not None:
+    if report.changes is not None:
         out += ["## Changed since baseline", ""]
-        out += [f"- {escape(str(c))}" for c in changes] or ["No changes."]
+        out += [f"- {escape(str(c))}" for c in report.changes] or ["No changes."]
         out += [""]
     out += ["## Details", ""]
     for subject in meta.subjects:
-        text, count, differing = details_table(frame, subject.target)
-        out += [
-            f"<details><summary><code>{html.escape(subject.target)}</code>: {count} observations, "
-            f"{differing} differ</summary>",
-            "",
-            text,
-            "",
-            "</details>",
-            "",
-        ]
-    out += [
-        "## Versions",
-        "",
-        versions_table(results),
-        "",
-        "## Reproduce",
-        "",
-        "```sh",
-        meta.command,
-        "```",
-        "",
-    ]
-    return "\n".join(out)
+        out += details(report, subject)
+    out += ["## Versions", "", versions_table(report.collected), "", "## Reproduce", "", "```sh", meta.command, "```"]
+    return "\n".join(out) + "\n"
 
 
-def report_json(
-    verdicts: pd.DataFrame, results: list[CellResult], meta: ReportMeta, unmet: list[str] = ()
-) -> dict[str, Any]:
+def report_json(report: Report) -> dict[str, Any]:
     """The contract other tools read: schema, matrix, cells (newest first) with their subjects' verdicts."""
-    decided = {(v["cell"], v["target"]): v for v in verdicts.to_dict("records")}
+    subjects = report.collected.subjects.to_dict("records")
     cells = []
-    for r in newest_first(results, varying_axes(results)):
-        by_target = {s.target: s for s in r.subjects}
-        subjects = []
-        for subject in meta.subjects:
-            v = decided.get((r.cell, subject.target), decided.get((r.cell, None)))
-            ran = by_target.get(subject.target)
-            subjects.append(
-                {
-                    "target": subject.target,
-                    "methods": list(subject.methods),
-                    "verdict": v["verdict"],
-                    "reason": v["reason"],
-                    "differs": list(v["differs"]),
-                    "probes": list(ran.probes) if ran else [],
-                    "observations": [o.to_json() for o in ran.observations] if ran else [],
-                }
-            )
+    for cell in report.collected.cells.to_dict("records"):
+        r = cell["result"]
+        mine = [s for s in subjects if s["cell"] == cell["cell"]]
         cells.append(
             {
                 "cell": r.cell,
                 "requested": r.requested,
                 "resolved": r.resolved,
-                "status": r.status + (" (reused)" if r.reused else ""),
+                "status": r.status,
                 "reason": r.reason,
-                "seconds": r.seconds,
-                "subjects": subjects,
+                "subjects": [subject_json(s) for s in mine],
             }
         )
-    return {
+    data: dict[str, Any] = {
         "schema": SCHEMA,
-        "matrix": meta.name,
-        "file": meta.file,
-        "command": meta.command,
-        "unmet_expectations": list(unmet),
+        "matrix": report.meta.name,
+        "file": report.meta.file,
+        "command": report.meta.command,
+        "unmet_expectations": list(report.unmet),
+        "subjects": [
+            {
+                "target": target,
+                "conclusions": list(summary.lines),
+                "deprecations": list(summary.deprecations),
+                "recommendation": summary.recommendation,
+                "glance": summary.glance,
+            }
+            for target, summary in report.summaries.items()
+        ],
         "cells": cells,
+    }
+    if report.changes is not None:
+        data["changes_since_baseline"] = [c.to_json() for c in report.changes]
+    return data
+
+
+def subject_json(row: dict[str, Any]) -> dict[str, Any]:
+    ran, decided = row["result"], row["decided"]
+    return {
+        "target": row["target"],
+        "methods": list(ran.methods) if ran else [],
+        "verdict": decided.verdict,
+        "reason": decided.reason,
+        "differs": list(decided.differs),
+        "follows": list(decided.follows),
+        "conclusion": row["conclusion"].kind,
+        "phrase": row["phrase"],
+        "probes": list(ran.probes) if ran else [],
+        "variants": list(ran.variants) if ran else [],
+        "unprobed": list(ran.unprobed) if ran else [],
+        "overrides": [{"name": n, "overrides": base, "probed": p} for n, base, p in ran.overrides] if ran else [],
+        "observations": [o.to_json() for o in ran.observations] if ran else [],
     }
 
 
-def csv_text(frame: pd.DataFrame) -> str:
-    """Every observation, one row each, for spreadsheets; lists and dicts as JSON."""
-    columns = ["label", "cell", "target", "probe", "name", "override", "base", "same", "cell_status", "cell_reason"]
-    out = frame.sort_values("rank", kind="stable")[columns].copy()
-    for column in ("override", "base"):
-        out[column] = out[column].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(v, sort_keys=True))
-    return out.to_csv(index=False, lineterminator="\n")
-
-
-TRUNCATED = "*Details truncated to fit; the full report is in the uploaded reports.*"
+def csv_text(collected: Collected) -> str:
+    """Every observation, one row each, for spreadsheets; values spelled as in the markdown."""
+    columns = ["label", "cell", "target", "probe", "name", "override", "base", "same", "carries"]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for o in collected.observations.to_dict("records"):
+        writer.writerow(
+            [
+                o["label"],
+                o["cell"],
+                o["target"],
+                o["probe"],
+                o["name"],
+                *map(fmt, (o["override"], o["base"], o["same"], o["carries"])),
+            ]
+        )
+    return buffer.getvalue()
 
 
 def truncate(markdown: str, limit: int) -> str:
-    """`markdown` in at most `limit` bytes (UTF-8): the details go first, then the versions; the tables at the top
-    (and the unmet expectations and changes since the baseline) are never cut."""
+    """`markdown` in at most `limit` bytes (UTF-8): the details go first, then the versions; the grid, the
+    conclusions and the tables at the top (and the unmet expectations and changes since the baseline) stay as long
+    as they fit, and are cut at a line, with the note, only when they alone do not."""
     if len(markdown.encode()) <= limit:
         return markdown
-    head, _, rest = markdown.partition("## Details")
-    _, _, tail = rest.partition("## Versions")
-    for candidate in (f"{head}{TRUNCATED}\n\n## Versions{tail}", f"{head}{TRUNCATED}\n"):
+    head, _, rest = markdown.partition("\n## Details\n")
+    _, _, tail = rest.partition("\n## Versions\n")
+    for candidate in (f"{head}\n{TRUNCATED}\n\n## Versions\n{tail}", f"{head}\n{TRUNCATED}\n"):
         if len(candidate.encode()) <= limit:
             return candidate
-    return f"{head}{TRUNCATED}\n"
+    kept, size = [], len(TRUNCATED.encode()) + 2
+    for line in head.splitlines():
+        size += len(line.encode()) + 1
+        if size > limit:
+            break
+        kept.append(line)
+    return "\n".join(kept) + f"\n\n{TRUNCATED}\n"

@@ -39,23 +39,37 @@ class ResultFileError(ValueError):
 
 @dataclass(frozen=True)
 class Observation:
-    """One named value a probe observed, for both variants of a subject."""
+    """One named value a probe observed, for both variants of a subject.
+
+    `carries`: whether the value decides the verdict (the probe says which of its observations do; `reached` and
+    `inconclusive` never do). `without`: (method, value) with only that audited method deleted, when those
+    variants ran."""
 
     probe: str
     name: str
     override: Any
     base: Any
+    carries: bool = True
+    without: tuple[tuple[str, Any], ...] = ()
 
     @property
     def same(self) -> bool:
         return self.override == self.base
 
     def to_json(self) -> dict[str, Any]:
-        return {"probe": self.probe, "name": self.name, "override": self.override, "base": self.base}
+        return {
+            "probe": self.probe,
+            "name": self.name,
+            "override": self.override,
+            "base": self.base,
+            "carries": self.carries,
+            "base_without": dict(self.without),
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Observation:
-        return cls(data["probe"], data["name"], data["override"], data["base"])
+        without = tuple(data.get("base_without", {}).items())
+        return cls(data["probe"], data["name"], data["override"], data["base"], data.get("carries", True), without)
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,8 @@ class SubjectResult:
     reason: str | None = None
     observations: tuple[Observation, ...] = ()
     probes: tuple[str, ...] = ()  # the probes that ran
+    variants: tuple[str, ...] = ()  # the variants that ran: override, base, base without <method>, ...
+    unprobed: tuple[str, ...] = ()  # audited methods that no probe exercises
     # Methods the subject defines that override a method of transformers: (name, overridden class, probed?)
     overrides: tuple[tuple[str, str, bool], ...] = ()
 
@@ -82,6 +98,8 @@ class SubjectResult:
             "status": self.status,
             "reason": self.reason,
             "probes": list(self.probes),
+            "variants": list(self.variants),
+            "unprobed": list(self.unprobed),
             "overrides": [{"name": n, "overrides": base, "probed": probed} for n, base, probed in self.overrides],
             "observations": [o.to_json() for o in self.observations],
         }
@@ -94,6 +112,8 @@ class SubjectResult:
             status=data["status"],
             reason=data["reason"],
             probes=tuple(data.get("probes", ())),
+            variants=tuple(data.get("variants", ())),
+            unprobed=tuple(data.get("unprobed", ())),
             overrides=tuple((o["name"], o["overrides"], o["probed"]) for o in data.get("overrides", ())),
             observations=tuple(Observation.from_json(o) for o in data["observations"]),
         )

@@ -36,6 +36,7 @@ NAME_LIMIT = 100  # characters of a matrix name: it names files
 SHOW_LIMIT = 80  # characters of a value or key quoted in a problem
 _SERIES = re.compile(r"([0-9]+(?:\.[0-9]+)*)\.x")
 _TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+_CATCH = re.compile(r"\w+\.\S+")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _MISSING = object()
@@ -56,6 +57,8 @@ class Subject:
     factory: str | None = None  # "module:callable"; None means the default factory
     # (version range of the first axis, or "*"; expected verdict), in file order: the first match applies
     expect: tuple[tuple[str, str], ...] = ()
+    # "probe.observation" that must differ wherever `differs` is expected, with the base side free of errors there
+    catches: tuple[str, ...] = ()
 
     def expected(self, version: str | None) -> str | None:
         """The verdict this subject is expected to get on `version` of the first axis, if the file says."""
@@ -376,7 +379,7 @@ def _subjects(values: Any, at: Context) -> tuple[Subject, ...]:
         target = keys["target"]
         if target is not None and target in {s.target for s in subjects}:
             here.at(f"{here.key}.target").problem(target, "listed twice; each subject once")
-        subjects.append(Subject(str(target), keys["methods"], keys["factory"], keys["expect"]))
+        subjects.append(Subject(str(target), keys["methods"], keys["factory"], keys["expect"], keys["catches"]))
     return tuple(subjects)
 
 
@@ -422,6 +425,13 @@ def _expect(table: Any, at: Context) -> tuple[tuple[str, str], ...]:
     return tuple(table.items())
 
 
+def _catches(values: Any, at: Context) -> tuple[str, ...]:
+    if not isinstance(values, list) or not all(isinstance(v, str) and _CATCH.fullmatch(v) for v in values):
+        at.problem(values, 'a list of "probe.observation" names, e.g. ["kwargs_forwarded.set_a"]')
+        return ()
+    return tuple(values)
+
+
 def _exclude(rules: Any, at: Context) -> tuple[dict[str, Any], ...]:
     if not isinstance(rules, list) or not all(isinstance(r, dict) and r for r in rules):
         at.problem(rules, "[[exclude]] tables of axis = value")
@@ -463,6 +473,7 @@ SUBJECT_KEYS: dict[str, Key] = {
     "methods": Key(_methods, default=()),  # left out: every discovered override that a probe covers
     "factory": Key(_factory),
     "expect": Key(_expect, default=()),
+    "catches": Key(_catches, default=()),
 }
 # Where each known key belongs, to say so when TOML put it in another table.
 _HOMES = {

@@ -1,73 +1,153 @@
-"""Decide, per cell and subject: `same` when every observation is equal for both variants, else `differs`.
+"""Decide, per cell and subject, what the observations say. Pure functions; standard library only.
 
-A cell or subject that could not run gets its failure kind as the verdict, and its reason.
+- `same`: probes observed the audited behaviour (every audited method ran on the shipped side in a probe that
+  did not call itself inconclusive) and every observation that carries a verdict is equal for both variants;
+- `differs`: some observation that carries a verdict differs; the per-method bases say which overrides it
+  follows (deleting that one alone reproduces it);
+- `inconclusive`: nothing differs, but something audited was never observed (say why);
+- `no probe`: no probe exercises any audited method;
+- a failure kind (`install-failed`, `crashed`, `timed-out`, …) when the cell or subject could not run.
 """
 
 from __future__ import annotations
 
-import pandas as pd
+from dataclasses import dataclass
+from typing import Any
 
-from compat_matrix.results import OK, CellResult
+from compat_matrix.results import OK, CellResult, Observation, SubjectResult
 from compat_matrix.spec import Subject
 
 SAME = "same"
 DIFFERS = "differs"
+INCONCLUSIVE = "inconclusive"
+NO_PROBE = "no probe"
+NOT_RUN = "not run"
+REACHED = "reached"  # as compat_matrix.probes names them
+ERROR = "error"
+INCONCLUSIVE_OBSERVATION = "inconclusive"
 
 
-def verdicts(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per cell × subject, in the frame's row order: verdict, reason, and the observations that differ."""
-    rows = []
-    for (rank, cell, target), group in frame.groupby(["rank", "cell", "target"], sort=True, dropna=False):
-        first = group.iloc[0]
-        observed = group[group["probe"].notna()]
-        differs = [
-            f"{p}.{n}"
-            for p, n, same in zip(observed["probe"], observed["name"], observed["same"], strict=True)
-            if not same
-        ]
-        if first["cell_status"] != OK:
-            verdict, reason = first["cell_status"], first["cell_reason"]
-        elif first["subject_status"] != OK:
-            verdict, reason = first["subject_status"], first["subject_reason"]
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str
+    reason: str | None = None
+    differs: tuple[str, ...] = ()  # "probe.observation" of every carrying observation that differs
+    follows: tuple[str, ...] = ()  # the audited methods whose deletion alone reproduces a difference
+    per_method: bool = False  # whether the per-method bases ran, so that `follows` is known
+
+    @property
+    def ran(self) -> bool:
+        return self.verdict in (SAME, DIFFERS, INCONCLUSIVE, NO_PROBE)
+
+
+def decide(subject: SubjectResult, cell: CellResult | None = None) -> Verdict:
+    if cell is not None and cell.status != OK:
+        return Verdict(cell.status, cell.reason)
+    if subject.status != OK:
+        return Verdict(subject.status, subject.reason)
+    if not subject.probes:
+        return Verdict(NO_PROBE, f"no probe exercises {_names(subject.methods)}")
+    differing = [o for o in subject.observations if o.carries and not o.same]
+    if differing:
+        per_method = len(subject.methods) > 1 and any(o.without for o in differing)
+        if len(subject.methods) == 1:
+            follows = subject.methods
         else:
-            verdict, reason = (DIFFERS if differs else SAME), None
-        rows.append(
-            {
-                "rank": rank,
-                "cell": cell,
-                "label": first["label"],
-                "target": target if isinstance(target, str) else None,
-                "verdict": verdict,
-                "reason": reason,
-                "differs": differs,
-            }
-        )
-    columns = ["rank", "cell", "label", "target", "verdict", "reason", "differs"]
-    return pd.DataFrame(rows, columns=columns, dtype=object)
+            follows = _follows(differing, subject.methods) if per_method else ()
+        return Verdict(DIFFERS, None, tuple(f"{o.probe}.{o.name}" for o in differing), follows, per_method)
+    why = unobserved(subject)
+    return Verdict(INCONCLUSIVE, why) if why else Verdict(SAME)
 
 
-def phrase(verdict: str, differs: list[str], reason: str | None) -> str:
-    """The verdict in one short phrase: `same`, `differs: probe (name, name)`, or `install-failed: why`."""
-    if verdict == DIFFERS:
+def _follows(differing: list[Observation], methods: tuple[str, ...]) -> tuple[str, ...]:
+    """The audited methods that, deleted alone, change some differing observation."""
+    hit = {method for o in differing for method, value in o.without if value != o.override}
+    return tuple(m for m in methods if m in hit)
+
+
+def unobserved(subject: SubjectResult) -> str | None:
+    """Why the probes did not observe every audited method (None if they did): a method no probe exercises, or
+    one that never ran on the shipped side in a probe that observed something."""
+    unprobed = [m for m in subject.methods if m in subject.unprobed]
+    if unprobed:
+        return f"no probe exercises {_names(unprobed)}"
+    by_probe: dict[str, dict[str, Observation]] = {}
+    for o in subject.observations:
+        by_probe.setdefault(o.probe, {})[o.name] = o
+    ran: set[str] = set()
+    vacuous: list[str] = []
+    for probe, observations in by_probe.items():
+        empty = observations.get(INCONCLUSIVE_OBSERVATION)
+        if empty is not None and empty.override and empty.base:
+            vacuous.append(f"{probe}: {empty.override}")
+            continue
+        reached = observations.get(REACHED)
+        ran |= set(reached.override or ()) if reached else set(subject.methods)
+    missing = [m for m in subject.methods if m not in ran]
+    if not missing:
+        return None
+    why = f"{_names(missing)} never ran in a probe that observed something"
+    return why + (f" ({'; '.join(vacuous)})" if vacuous else "")
+
+
+def _names(methods: list[str] | tuple[str, ...]) -> str:
+    return ", ".join(methods)
+
+
+def phrase(verdict: Verdict) -> str:
+    """The verdict in one short phrase: `same`, `differs: probe (name, name) [follows m]`, `inconclusive: why`."""
+    if verdict.verdict == DIFFERS:
         by_probe: dict[str, list[str]] = {}
-        for item in differs:
+        for item in verdict.differs:
             probe, _, name = item.partition(".")
             by_probe.setdefault(probe, []).append(name)
-        return "differs: " + "; ".join(f"{p} ({', '.join(names)})" for p, names in by_probe.items())
-    return f"{verdict}: {reason}" if reason else verdict
+        text = "differs: " + "; ".join(f"{p} ({', '.join(names)})" for p, names in by_probe.items())
+        if verdict.per_method:
+            text += f" [follows {_names(verdict.follows)}]" if verdict.follows else " [only with all deleted]"
+        return text
+    return f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict
 
 
-def unmet_expectations(verdicts: pd.DataFrame, results: list[CellResult], subjects: tuple[Subject, ...]) -> list[str]:
-    """One line per cell and subject whose verdict is not the one the matrix file expects for its version."""
-    by_cell = {r.cell: r for r in results}
-    by_target = {s.target: s for s in subjects}
+def add_verdicts(subjects: Any) -> Any:
+    """The collected `subjects` frame with each row's Verdict (`decided`), `verdict` and `reason` added."""
+    decided = [
+        decide(result, cell) if result is not None or cell.status != OK else Verdict(NOT_RUN, "no result for it")
+        for result, cell in zip(subjects["result"], subjects["cell_result"], strict=True)
+    ]
+    return subjects.assign(decided=decided, verdict=[d.verdict for d in decided], reason=[d.reason for d in decided])
+
+
+def unmet_expectations(subjects: Any, expected: tuple[Subject, ...]) -> list[str]:
+    """One line per cell and subject whose verdict is not the one the matrix file expects for its version, or
+    whose expected catches did not differ (a catch counts only where the base side ran that probe without error)."""
+    by_target = {s.target: s for s in expected}
     unmet = []
-    for v in verdicts.to_dict("records"):
-        result = by_cell[v["cell"]]
-        axis = next(iter(result.requested), None)
-        for subject in [by_target[v["target"]]] if v["target"] else subjects:
-            expected = subject.expected(result.resolved.get(axis))
-            if expected and v["verdict"] != expected:
-                got = phrase(v["verdict"], v["differs"], v["reason"])
-                unmet.append(f"{v['label']}: {subject.target} expected {expected}, got {got}")
+    for row in subjects.to_dict("records"):
+        cell, subject = row["cell_result"], by_target[row["target"]]
+        want = subject.expected(cell.resolved.get(next(iter(cell.requested), None)))
+        where = f"{row['label']}: {subject.target}"
+        if want and row["verdict"] != want:
+            unmet.append(f"{where} expected {want}, got {phrase(row['decided'])}")
+        elif want == DIFFERS:
+            unmet += [f"{where} expected {catch} to differ: {why}" for catch, why in missed(row["result"], subject)]
     return unmet
+
+
+def missed(subject: SubjectResult, expected: Subject) -> list[tuple[str, str]]:
+    """The catches the matrix file names for `expected` that this result does not show, and why."""
+    observed = {f"{o.probe}.{o.name}": o for o in subject.observations}
+    base_errors = {o.probe for o in subject.observations if o.name == ERROR and o.base is not None}
+    out = []
+    for catch in expected.catches:
+        o = observed.get(catch)
+        if o is None:
+            out.append((catch, "not observed"))
+        elif o.same:
+            out.append((catch, f"both {o.override!r}"))
+        elif o.probe in base_errors or _failed(o.base):
+            out.append((catch, "the base implementation errored in that probe, which proves nothing"))
+    return out
+
+
+def _failed(value: object) -> bool:
+    return isinstance(value, str) and value.startswith("error: ")

@@ -1,0 +1,116 @@
+"""Probes: small experiments that observe what a subject's audited methods really do.
+
+Runs inside a cell's environment; standard library only at import time (torch and transformers are imported
+inside the probes), so the registry can be read on the host too (documentation, tests).
+
+A probe is a plain function registered with `@probe`. It receives `build`, which returns a fresh tiny instance
+of the variant under test, and returns named observations: JSON values that compare with `==` and print
+legibly. The runner calls every probe once per variant, each variant in its own process forked after the
+imports, and pairs the observations by name. A probe says which audited methods it exercises and which of its
+observations carry its verdict; it may say that it observed nothing meaningful (`raise Inconclusive(why)`, or an
+`inconclusive` observation), and then it cannot make a subject `same`. Each built-in probe ships with a
+deliberately broken override (in tests/broken_overrides/) that it must tell apart from the base implementation.
+
+The families live in their own modules: `checkpointing` (the switches of gradient checkpointing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Values = dict[str, Any]
+Build = Callable[[], Any]
+
+ERROR = "error"  # an exception the probe raised: type and first line of the message
+WARNINGS = "warnings"  # Python warnings and transformers' logger warnings raised during the probe
+REACHED = "reached"  # the audited methods whose code ran during the probe (the runner records it)
+INCONCLUSIVE = "inconclusive"  # why the probe observed nothing meaningful
+NEVER_CARRY = frozenset({REACHED, INCONCLUSIVE})
+
+
+class Inconclusive(Exception):
+    """Raised by a probe that observed nothing meaningful, saying why (e.g. no checkpointable layers)."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    func: Callable[[Build], Values]
+    exercises: tuple[str, ...]
+    # (label, observation): the observation shown as "label→value" in the report's main table.
+    summary: tuple[str, str] | None = None
+    # The observations that carry the verdict (None: all it returns), and those that only inform. Errors and
+    # warnings always carry; `reached` and `inconclusive` never do.
+    carries: tuple[str, ...] | None = None
+    informs: tuple[str, ...] = ()
+    title: str = ""  # what the report calls it, e.g. "Trainer step"; default: the name in words
+
+    @property
+    def doc(self) -> str:
+        return (self.func.__doc__ or "").strip()
+
+    def carrying(self, observation: str) -> bool:
+        if observation in NEVER_CARRY or observation in self.informs:
+            return False
+        if observation in (ERROR, WARNINGS) or self.carries is None:
+            return True
+        return observation in self.carries
+
+
+_REGISTRY: dict[str, Probe] = {}
+
+
+def probe(
+    *,
+    exercises: tuple[str, ...],
+    summary: tuple[str, str] | None = None,
+    carries: tuple[str, ...] | None = None,
+    informs: tuple[str, ...] = (),
+    title: str = "",
+) -> Callable[[Callable[[Build], Values]], Callable[[Build], Values]]:
+    """Register a probe under its function's name: it exercises the named methods; the observations named in
+    `carries` (default: all) decide its verdict, those in `informs` are only shown."""
+
+    def register(func: Callable[[Build], Values]) -> Callable[[Build], Values]:
+        name = func.__name__
+        _REGISTRY[name] = Probe(
+            name, func, tuple(exercises), summary, carries, tuple(informs), title or name.replace("_", " ")
+        )
+        return func
+
+    return register
+
+
+def registry() -> dict[str, Probe]:
+    """A copy of the registered probes, in registration order."""
+    return dict(_REGISTRY)
+
+
+def titles() -> dict[str, str]:
+    return {name: probe.title for name, probe in _REGISTRY.items()}
+
+
+def probes_for(methods: tuple[str, ...]) -> list[Probe]:
+    """The probes that exercise at least one of `methods`."""
+    return [p for p in _REGISTRY.values() if set(p.exercises) & set(methods)]
+
+
+# Imported once in the cell's process before any variant is forked, so that no variant pays for (or warns
+# about) a first import that the other variants would not see.
+PREWARM = ("transformers.trainer", "transformers.training_args", "transformers.models.llama.modeling_llama")
+
+
+def prewarm(modules: tuple[str, ...] = PREWARM) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in modules:
+            with contextlib.suppress(Exception):  # a probe that needs it reports the error as an observation
+                importlib.import_module(name)
+
+
+from compat_matrix.probes import checkpointing  # noqa: E402, F401  registers the family

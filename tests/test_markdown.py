@@ -1,0 +1,170 @@
+"""The markdown as GitHub renders it, its size bound for a pull-request comment, and stable report files."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from compat_matrix import cli, render
+from compat_matrix.cells import cells, result_path
+from compat_matrix.results import CellResult, Observation, SubjectResult, write_json_atomic
+from compat_matrix.spec import Axis, MatrixSpec, Subject, load
+from test_report import HOSTILE, RESULTS, SPEC
+
+COMMENT_LIMIT = 65_536  # characters in a GitHub pull-request comment
+MARKER = "<!-- compat-matrix -->\n"
+ENABLE, DISABLE = "gradient_checkpointing_enable", "gradient_checkpointing_disable"
+
+
+class Cells(HTMLParser):
+    """The rendered tables: per table, the cell count of every row; and the text of every cell."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables: list[list[int]] = []
+        self.texts: list[str] = []
+        self.details = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append(0)
+        elif tag in ("td", "th"):
+            self.tables[-1][-1] += 1
+            self.texts.append("")
+        elif tag == "details":
+            self.details += 1
+
+    def handle_endtag(self, tag):
+        if tag == "details":
+            self.details -= 1
+
+    def handle_data(self, data):
+        if self.texts:
+            self.texts[-1] += data
+
+
+def gfm(text: str) -> Cells:
+    parsed = Cells()
+    parsed.feed(MarkdownIt("commonmark", {"html": True}).enable("table").render(text))
+    return parsed
+
+
+def source_tables(text: str) -> list[list[str]]:
+    tables, current = [], []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            current.append(line)
+        elif current:
+            tables.append(current)
+            current = []
+    return tables
+
+
+def sweep(versions: int = 30, subjects: int = 5) -> tuple[MatrixSpec, list[CellResult]]:
+    """A sweep of many releases and subjects whose every row differs, with long values and hostile errors."""
+    targets = [f"mylib.models.wrappers:Subject{i}" for i in range(subjects)]
+    spec = MatrixSpec(
+        Path("matrix/sweep.toml"),
+        "sweep",
+        (),
+        (Axis("transformers", tuple(f"5.{v}.0" for v in range(versions))),),
+        tuple(Subject(t, (ENABLE, DISABLE)) for t in targets),
+    )
+    results = []
+    for v in range(versions):
+        observed = []
+        for p in range(10):
+            for n in range(5):
+                long = {"use_reentrant": bool(v % 2), "context": "x" * 80, "path": f"model.layers.{n}"}
+                observed.append(Observation(f"probe_{p}", f"value_{n}", long, {**long, "use_reentrant": not v % 2}))
+            observed.append(Observation(f"probe_{p}", "error", f"{HOSTILE} {'y' * 200}", None))
+        ran = tuple(
+            SubjectResult(t, (ENABLE, DISABLE), observations=tuple(observed), probes=("probe_0",)) for t in targets
+        )
+        requested = {"transformers": f"5.{v}.0"}
+        results.append(CellResult("sweep", f"cell:sweep:transformers=5.{v}.0", requested, requested, subjects=ran))
+    return spec, results
+
+
+@pytest.mark.parametrize("make", [lambda: (SPEC, RESULTS), sweep], ids=["demo", "sweep"])
+def test_markdown_renders_as_github_flavoured_markdown(make):
+    spec, results = make()
+    text = render.markdown(cli.make_report(spec, results))
+    parsed = gfm(text)
+    sources = source_tables(text)
+    assert len(parsed.tables) == len(sources) >= 2
+    for rendered, source in zip(parsed.tables, sources, strict=True):
+        # every row has as many cells as the header, in the source (GitHub pads or drops cells silently) ...
+        counts = {len(re.findall(r"(?<!\\)\|", line)) for line in source}
+        assert len(counts) == 1, source
+        # ... and as rendered: one rendered row per source row but the delimiter row
+        assert len(rendered) == len(source) - 1 and len(set(rendered)) == 1
+    assert parsed.details == 0 and text.count("<details>") == text.count("</details>")
+    assert any(t.startswith("ValueError: a | b `code` <b>bold</b>") for t in parsed.texts)  # escaped, literal
+
+
+def test_glance_grid_for_many_subjects_or_versions_only():
+    spec, results = sweep(versions=3, subjects=2)
+    text = render.markdown(cli.make_report(spec, results))
+    grid = text.split("## At a glance\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert grid[0] == "|   | Subject0 | Subject1 |" and len(grid) == 2 + 3
+    assert all(row.endswith("| ✗ | ✗ |") for row in grid[2:])
+    assert render.LEGEND in text
+    assert "## At a glance" not in render.markdown(cli.make_report(SPEC, RESULTS))  # one subject, 4 versions
+
+
+def test_a_comment_of_30_releases_and_5_subjects_fits_and_keeps_tables_and_conclusions(tmp_path, capsys):
+    spec, results = sweep()
+    text = render.markdown(cli.make_report(spec, results))
+    assert len(text) > COMMENT_LIMIT  # the details alone would not fit
+    report = tmp_path / "sweep.md"
+    report.write_text(text)
+    assert cli.main(["summary", "--limit", str(COMMENT_LIMIT - len(MARKER.encode())), str(report)]) == 0
+    body = MARKER + capsys.readouterr().out
+    assert len(body) <= COMMENT_LIMIT and len(body.encode()) <= COMMENT_LIMIT
+    assert render.TRUNCATED in body and "## Details" not in body
+    for subject in spec.subjects:
+        assert f"## `{subject.target.split(':')[1]}`" in body
+    assert body.count("**Recommendation:**") == 5
+    assert body.count("- **harmful** on transformers 5.0.0 … 5.29.0:") == 5
+    rows = [line for line in body.splitlines() if line.startswith("| transformers 5.")]
+    assert sum(row.endswith("| ✗ | ✗ | ✗ | ✗ | ✗ |") for row in rows) == 30  # the grid
+    assert sum("| differs: " in row for row in rows) == 30 * 5  # every subject's table
+
+
+def write_results(spec: MatrixSpec, results: list[CellResult], folder: Path) -> None:
+    for cell, result in zip(cells(spec), results, strict=True):
+        write_json_atomic(result_path(folder, cell), result.to_json())
+
+
+def test_a_rerun_with_unchanged_results_leaves_every_report_file_byte_identical(tmp_path):
+    matrix = tmp_path / "demo.toml"
+    matrix.write_text(
+        '[matrix]\nname = "demo"\n[axes]\ntransformers = ["4.57.x", "5.10.1", "5.x", "99.0"]\n'
+        f'[[subjects]]\ntarget = "{SPEC.subjects[0].target}"\n'
+    )
+    spec = load(matrix)
+    write_results(spec, RESULTS, tmp_path)
+    cli.main(["report", "--reports", str(tmp_path), str(matrix)])
+    files = {suffix: (tmp_path / f"demo{suffix}").read_bytes() for suffix in (".md", ".json", ".csv")}
+    # the same results again, from another run: other durations, reused from a cache
+    write_results(spec, [replace(r, seconds=99.9, reused=True, cache_key="other") for r in RESULTS], tmp_path)
+    cli.main(["report", "--reports", str(tmp_path), str(matrix)])
+    for suffix, before in files.items():
+        assert (tmp_path / f"demo{suffix}").read_bytes() == before, suffix
+    assert b"99.9" not in files[".md"] + files[".json"] and "99.9" in (tmp_path / ".logs" / "demo.log").read_text()
+
+
+def test_values_are_spelled_the_same_in_markdown_and_csv():
+    report = cli.make_report(SPEC, RESULTS)
+    text, table = render.markdown(report), render.csv_text(report.collected)
+    assert "| transformers 5.10.1 | enable_reaches_wrapped_model | layers_on | False | True |" in text
+    assert "transformers 5.10.1,cell:demo:transformers=5.10.1," in table and ",layers_on,False,True,False,True" in table
+    assert ",true," not in table and ",false," not in table
