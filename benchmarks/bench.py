@@ -42,11 +42,12 @@ def nox_matrix(matrix: Path, reports: Path, *options: str) -> float:
     return timed(command, COMPAT_MATRIX=str(matrix), COMPAT_MATRIX_REPORTS=str(reports))
 
 
-def cell_pythons(matrix: spec.MatrixSpec) -> list[Path]:
-    """The interpreters of the matrix's cell environments, where nox keeps them."""
-    from nox.sessions import _normalize_path
-
-    return [Path(_normalize_path(str(ROOT / ".nox"), cell.id)) / "bin" / "python" for cell in cells.cells(matrix)]
+def cell_pythons(matrix: spec.MatrixSpec, reports: Path) -> list[Path]:
+    """The interpreters of the matrix's cell environments: those in .nox/ installed with exactly the cells' pins."""
+    found = [envs.find_environment(ROOT / ".nox", matrix, cell, reports) for cell in cells.cells(matrix)]
+    if None in found:
+        sys.exit("a cell's environment is missing from .nox/ after the warm-up run")
+    return found
 
 
 def floor(pythons: list[Path], module: str) -> float:
@@ -99,7 +100,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         nox_matrix(MATRIX, folder / "warmup")  # environments exist and are installed
-        pythons = cell_pythons(default)
+        pythons = cell_pythons(default, folder / "warmup")
         single = floor(pythons[:1], module)
         base = floor(pythons, module)
         show("floor: one import of torch + transformers + subject", f"{single:6.1f} s")

@@ -6,7 +6,7 @@ import copy
 import json
 
 from compat_matrix import cli
-from compat_matrix.baseline import CHANGED, FLIPPED, NEW, VANISHED, compare
+from compat_matrix.baseline import APPEARED, CHANGED, FLIPPED, GONE, NEW, VANISHED, compare, failing
 
 T = "m:C"
 
@@ -69,3 +69,35 @@ def test_unreadable_baseline_is_a_one_line_error(tmp_path, capsys):
     assert cli.main(["diff", str(bad), str(bad)]) == cli.EXIT_BAD_MATRIX
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(bad) in err[0]
+
+
+def with_observations(version: str, *names: str, requested: str = "5.x") -> dict:
+    data = cell(version)
+    data["requested"] = {"transformers": requested}
+    data["subjects"][0]["observations"] = [{"probe": "p", "name": n, "override": 1, "base": 1} for n in names]
+    return data
+
+
+def test_an_observation_that_appears_or_vanishes_is_a_failing_change():
+    old = {"schema": 1, "matrix": "demo", "cells": [with_observations("5.24.0", "a", "b")]}
+    new = {"schema": 1, "matrix": "demo", "cells": [with_observations("5.24.0", "b", "c")]}
+    changes = compare(old, new)
+    assert [(c.kind, c.detail) for c in changes] == [
+        (APPEARED, f"{T} p.c: override 1, base 1"),
+        (GONE, f"{T} p.a: was override 1, base 1"),
+    ]
+    assert failing(changes)
+
+
+def test_two_cells_of_the_same_versions_stay_two_rows():
+    cells = [with_observations("5.24.0", "a", requested="5.x"), with_observations("5.24.0", "a", requested="5.24.0")]
+    old = {"schema": 1, "matrix": "demo", "cells": cells}
+    new = copy.deepcopy(old)
+    new["cells"][1]["subjects"][0]["observations"][0]["base"] = 2
+    (change,) = compare(old, new)
+    assert change.kind == CHANGED and change.row == "transformers 5.24.0 (requested transformers 5.24.0)"
+    # one of them gone: the other is still matched, not reported as new or vanished
+    (gone,) = compare(old, {**old, "cells": cells[:1]})
+    assert (gone.kind, gone.row) == (VANISHED, "transformers 5.24.0 (requested transformers 5.24.0)")
+    # a request that changed its form but installed the same versions is the same row
+    assert compare({**old, "cells": cells[:1]}, {**old, "cells": cells[1:]}) == []

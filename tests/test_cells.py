@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from compat_matrix.cells import cells, install_args, result_path, runner_request
 from compat_matrix.envs import installer_reason, uv_environment
-from compat_matrix.spec import Axis, MatrixSpec, Subject
+from compat_matrix.spec import Axis, MatrixSpec, Subject, load
 
 
 def spec(*axes: Axis, requirements: tuple[str, ...] = ("utf8-tokenizer==0.8.5",)) -> MatrixSpec:
@@ -24,7 +28,7 @@ def test_axes_expand_to_their_product_first_axis_slowest():
 def test_cell_names_pins_and_files():
     matrix = spec(Axis("transformers", (">=5.20,<5.23",)), Axis("python", ("3.11",)))
     (cell,) = cells(matrix)
-    assert cell.id == "cell:demo:transformers=>=5.20,<5.23:python=3.11"
+    assert cell.id.startswith("cell:demo:transformers=>=5.20,<5.23:python=3.11:")  # punctuation: a hash follows
     assert cell.python == "3.11"
     assert cell.pins == ("transformers<5.23,>=5.20",)
     assert "/" not in cell.filename and "<" not in cell.filename
@@ -42,8 +46,23 @@ def test_local_projects_are_reinstalled(tmp_path):
 def test_runner_request_carries_subjects_and_packages():
     matrix = spec(Axis("transformers", ("5.x",)))
     request = runner_request(matrix, cells(matrix)[0])
-    assert request["subjects"] == [{"target": "a.b:C", "methods": ["m"], "factory": None}]
+    assert request["subjects"] == [{"target": "a.b:C", "methods": ["m"], "factory": None, "tests": []}]
     assert request["packages"] == ["transformers", "utf8-tokenizer", "torch"]
+    assert request["mutants"] is False and request["rootdir"] == str(matrix.path.parent)
+    assert "pytest" not in install_args(matrix, cells(matrix)[0])
+
+
+def test_pytest_is_installed_only_when_a_subject_names_tests(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text("")
+    matrix = tmp_path / "m.toml"
+    subject = '[[subjects]]\ntarget = "a.b:C"\ntests = ["tests/test_x.py::TestX"]\n'
+    matrix.write_text(f'[matrix]\nname = "m"\nmutants = true\n[axes]\ntransformers = ["5.x"]\n{subject}')
+    loaded = load(matrix)
+    (cell,) = cells(loaded)
+    assert "pytest" in install_args(loaded, cell)
+    request = runner_request(loaded, cell)
+    assert request["subjects"][0]["tests"] == [f"{tmp_path}/tests/test_x.py::TestX"] and request["mutants"] is True
 
 
 def test_uv_is_pointed_at_pips_local_wheels():
@@ -98,3 +117,73 @@ def test_environment_fingerprint_follows_pins_and_local_contents(tmp_path):
     assert environment_key(matrix, cell) != first
     (other,) = cells(spec(Axis("transformers", ("5.14.1",)), requirements=(str(lib),)))
     assert environment_key(matrix, other) != environment_key(matrix, cell)
+
+
+def nox_folder(name: str) -> str:
+    """How nox names a session's environment folder (nox.sessions, 2026.10): punctuation runs fold into one "-"."""
+    name = re.sub(r"[^\w\s-]", "-", name).strip().lower()
+    return re.sub(r"[-\s]+", "-", name).strip("-")
+
+
+@pytest.mark.parametrize(
+    "values",
+    [(">=5", "<=5", "5", "==5", "~=5.0"), ("5.x", "==5.*", "5"), ("5.14.1", "5.14.1.0", "==5.14.1")],
+)
+def test_values_that_differ_in_punctuation_never_share_an_environment_or_a_file(values):
+    got = cells(spec(Axis("transformers", values), Axis("torch", ("2.13.0",))))
+    assert len({nox_folder(c.id) for c in got}) == len(values)
+    assert len({c.filename for c in got}) == len(values)
+
+
+def test_plain_names_stay_readable_and_long_ones_fit_a_file_name():
+    (plain,) = cells(spec(Axis("transformers", ("5.x",)), Axis("torch", ("2.13.0",))))
+    assert plain.id == "cell:demo:transformers=5.x:torch=2.13.0"
+    assert plain.filename == "demo_transformers=5.x_torch=2.13.0.json"
+    long_values = (">=" + ".".join(["1"] * 200), ">=" + ".".join(["2"] * 200))
+    first, second = cells(spec(Axis("transformers", long_values)))
+    assert len(first.filename) <= 160 and first.filename != second.filename
+
+
+def git(folder: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("checkout", [True, False])
+def test_local_fingerprint_honours_gitignore_and_skips_reports_and_environments(tmp_path, checkout):
+    from compat_matrix.envs import tree_key
+
+    lib = tmp_path / "lib"
+    (lib / "src").mkdir(parents=True)
+    (lib / "src" / "code.py").write_text("x = 1\n")
+    (lib / ".gitignore").write_text("*.lock\nscratch/\n")
+    (lib / "reports").mkdir()
+    (lib / "reports" / "m.md").write_text("committed report\n")
+    if checkout:
+        git(lib, "init", "-q")
+        git(lib, "add", ".")
+        git(lib, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+
+    def key() -> str:
+        return tree_key(lib, skip=[lib / "reports"])  # the run's reports folder, as run_cell passes it
+
+    first = key()
+    # what runs write inside the checkout: reports (committed ones too), the run lock, results, environments
+    (lib / "reports" / "m.md").write_text("rewritten by the run\n")
+    (lib / "reports" / ".lock").write_text("pid 1\n")
+    (lib / "matrix" / "reports" / ".cells" / "m").mkdir(parents=True)  # another matrix's reports folder
+    (lib / "matrix" / "reports" / ".cells" / "m" / "cell.json").write_text("{}")
+    (lib / "matrix" / "reports" / "m.md").write_text("report\n")
+    (lib / "envs" / "cell").mkdir(parents=True)
+    (lib / "envs" / "cell" / "pyvenv.cfg").write_text("home = /usr\n")
+    (lib / "src" / "__pycache__").mkdir()
+    (lib / "src" / "__pycache__" / "code.pyc").write_bytes(b"cache")
+    assert key() == first
+    (lib / "uv.lock").write_text("ignored by .gitignore\n")
+    (lib / "scratch").mkdir()
+    (lib / "scratch" / "notes.txt").write_text("ignored folder\n")
+    assert (key() == first) is checkout  # only a checkout has a .gitignore that counts
+    (lib / "src" / "new.py").write_text("y = 2\n")  # untracked, not ignored: code
+    second = key()
+    assert second != first
+    (lib / "src" / "code.py").write_text("x = 2\n")
+    assert key() != second

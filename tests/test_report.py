@@ -263,13 +263,3 @@ def test_a_folder_of_committed_reports_is_a_baseline_and_the_summary_is_capped(t
     assert cli.main([*args, "--summary", str(summary), "--limit", "2000"]) == cli.EXIT_OK
     assert "## Changed since baseline" in (tmp_path / "demo.md").read_text()
     assert len(summary.read_bytes()) <= 2001 and "| transformers 5.10.1" in summary.read_text()
-
-
-def test_validate_warns_when_an_audited_method_has_no_probe(tmp_path, capsys):
-    matrix = tmp_path / "demo.toml"
-    subject = f'[[subjects]]\ntarget = "{TARGET}"\nmethods = ["gradient_checkpointing_enable", "tie_weights"]\n'
-    matrix.write_text(f'[matrix]\nname = "demo"\n[axes]\ntransformers = ["5.x"]\n{subject}')
-    assert cli.main(["validate", str(matrix)]) == cli.EXIT_OK
-    err = capsys.readouterr().err
-    assert "subjects[0].methods: 'tie_weights': no probe exercises it" in err
-    assert "gradient_checkpointing_enable" not in err

@@ -120,3 +120,106 @@ def test_matrix_files_default_and_selected(tmp_path):
 def test_two_files_with_one_name_are_refused(tmp_path):
     specs, problems = load_all([write(tmp_path, GOOD, "a.toml"), write(tmp_path, GOOD, "b.toml")])
     assert len(specs) == 2 and "also the name of" in problems[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a string where a table belongs, a table where a list belongs, lists where strings belong, and so on
+        ('subjects = ["x"]\n[matrix]\nname = "a"\n[axes]\nt = ["1"]', "subjects[0] = 'x': a [[subjects]] table"),
+        ('matrix = "x"', "matrix = 'x': a table: write [matrix]"),
+        ('axes = ["5.x"]', "axes = ['5.x']: a table"),
+        ("[subjects]\ntarget = 'a:B'", "subjects = {'target': 'a:B'}: a list of tables: write [[subjects]]"),
+        ("exclude = 3", "exclude = 3: [[exclude]] tables"),
+        ("[matrix]\nname = 5", "matrix.name = 5: letters"),
+        ("[matrix]\nname = true", "matrix.name = True"),
+        ('[matrix]\nname = ""', "matrix.name = ''"),
+        ('[matrix]\nname = "a\\nb"', "matrix.name = 'a\\nb'"),
+        ('[matrix]\nname = "ünïcode"', "matrix.name = 'ünïcode'"),
+        ('[matrix]\nrequirements = "utf8-tokenizer"', "matrix.requirements = 'utf8-tokenizer': a list of strings"),
+        ("[matrix]\nrequirements = [[1]]", "matrix.requirements[0] = [1]"),
+        ('[matrix]\nrequirements = ["~no_such_user_here/x"]', "not a usable local path"),
+        ('[matrix]\nrequirements = ["./a\\u0000b"]', "not a usable local path"),
+        ("[matrix]\ntimeout = nan", "matrix.timeout = nan"),
+        ("[matrix]\ntimeout = inf", "matrix.timeout = inf"),
+        ("[matrix]\ntimeout = 99999999999999999999", "matrix.timeout = 99999999999999999999"),
+        ("[matrix]\ntimeout = 1979-05-27", "matrix.timeout = datetime.date(1979, 5, 27)"),
+        ("[matrix]\ndescription = []", "matrix.description = []: a string"),
+        ('[axes]\ntransformers = "5.x"', "axes.transformers = '5.x': a non-empty list"),
+        ('[axes]\ntransformers = [["5.x"]]', "axes.transformers = [['5.x']]"),
+        ('[axes]\ntransformers = ["５.x"]', "axes.transformers = '５.x': not a version"),
+        ('[axes]\n"trans formers" = ["5.x"]', "axes.\"trans formers\" = ['5.x']: not a package name"),
+        ("[axes]\ntransformers = {}", "axes.transformers = {}"),
+        ("[[subjects]]\ntarget = ['a:B']", "subjects[0].target = ['a:B']: as 'module:Class'"),
+        ("[[subjects]]\ntarget = 'a:B'\nmethods = 'm'", "subjects[0].methods = 'm'"),
+        ("[[subjects]]\ntarget = 'a:B'\nmethods = ['class']", "subjects[0].methods = ['class']"),
+        ("[[subjects]]\ntarget = 'a:B'\nexpect = ['same']", "subjects[0].expect = ['same']"),
+        ("[[subjects]]\ntarget = 'a:B'\nexpect = {'*' = 1}", 'subjects[0].expect."*" = 1'),
+        ("[[subjects]]\ntarget = 'a:B'\n[[subjects]]\ntarget = 'a:B'", "subjects[1].target = 'a:B': listed twice"),
+        ('[matrix]\nname = "' + "n" * 500 + '"', "matrix.name = 'nnnnnnnnnn"),
+    ],
+)
+def test_wrong_types_are_one_line_problems(tmp_path, text, expected):
+    path = write(tmp_path, text)
+    with pytest.raises(MatrixError) as info:
+        load(path)
+    assert any(str(path) in p and expected in p for p in info.value.problems), info.value.problems
+    assert all("\n" not in p and len(p) < 400 for p in info.value.problems)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (
+            "requirements =",
+            "requirments =",
+            "matrix.requirments = ['utf8-tokenizer==0.8.5']: unknown key; did you mean `requirements`?",
+        ),
+        ("methods =", "method =", "did you mean `methods`?"),
+        ("[[subjects]]", "[[subject]]", "subject = [{'target'"),
+        # a top-level line written below [axes] lands in [axes]: say so, do not take it for a package
+        (
+            'torch = ["2.13.0"]',
+            'torch = ["2.13.0"]\nexclude = [{ torch = "2.13.0" }]',
+            "axes.exclude = [{'torch': '2.13.0'}]: not a package: unknown key in [axes]: `exclude` belongs in the top "
+            "level; TOML put it in [axes] because it comes after that header",
+        ),
+        ('torch = ["2.13.0"]', 'torch = ["2.13.0"]\nsubjects = ["x"]', "axes.subjects = ['x']: not a package"),
+        (
+            'torch = ["2.13.0"]',
+            'torch = ["2.13.0"]\nrequirements = ["x"]',
+            "`requirements` belongs in [matrix]; TOML put it in [axes]",
+        ),
+        (
+            'methods = ["gradient_checkpointing_enable"]',
+            'methods = ["gradient_checkpointing_enable"]\ntimeout = 5',
+            "subjects[0].timeout = 5: unknown key in [[subjects]]: `timeout` belongs in [matrix]",
+        ),
+        (
+            "[matrix]",
+            'target = "a:B"\n[matrix]',
+            "target = 'a:B': unknown key in the top level: `target` belongs in [[subjects]]",
+        ),
+    ],
+)
+def test_unknown_keys_get_the_closest_known_one_or_their_table(tmp_path, old, new, expected):
+    assert old in GOOD
+    path = write(tmp_path, GOOD.replace(old, new))
+    with pytest.raises(MatrixError) as info:
+        load(path)
+    assert any(expected in p for p in info.value.problems), info.value.problems
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe[matrix]", b"[matrix\n"])
+def test_unreadable_or_invalid_files_are_one_line(tmp_path, content):
+    path = tmp_path / "m.toml"
+    path.write_bytes(content)
+    with pytest.raises(MatrixError) as info:
+        load(path)
+    (problem,) = info.value.problems
+    assert problem.startswith(f"{path}: ") and "\n" not in problem
+
+
+def test_a_folder_is_not_a_matrix_file(tmp_path):
+    with pytest.raises(MatrixError, match="a folder, not a matrix file"):
+        load(tmp_path)

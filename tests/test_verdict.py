@@ -41,6 +41,7 @@ def subject(*observations, methods=BOTH, probes=("p",), unprobed=(), status="ok"
         (subject(obs("x", 1, 1), reached("p", BOTH)), SAME, None),
         (subject(obs("x", 1, 1), reached("p", [ENABLE])), INCONCLUSIVE, "gradient_checkpointing_disable never ran"),
         (subject(probes=()), NO_PROBE, "no probe exercises gradient_checkpointing_enable"),
+        (subject(methods=(), probes=()), NO_PROBE, "the class overrides no method of transformers"),
         (subject(obs("x", 1, 1), reached("p", [ENABLE]), unprobed=(DISABLE,)), INCONCLUSIVE, "no probe exercises"),
         # errored identically before reaching anything: nothing was observed
         (subject(obs("error", "E: x", "E: x"), reached("p", [])), INCONCLUSIVE, "never ran"),

@@ -17,4 +17,5 @@ The API for probes of your own (a module named in a matrix file's `[matrix] prob
 
 from compat_matrix.probes import ANY, Build, Inconclusive, preparation, probe
 
-__all__ = ["ANY", "Build", "Inconclusive", "preparation", "probe"]
+__version__ = "0.1.0"
+__all__ = ["ANY", "Build", "Inconclusive", "__version__", "preparation", "probe"]

@@ -1,8 +1,10 @@
-"""Compare two reports (their JSON): versions that appeared or vanished, verdicts that flipped, observations
-whose values changed. Pure functions over the report JSON, so a committed report is a baseline as it is.
+"""Compare two reports (their JSON): versions that appeared or vanished, verdicts that flipped, observations whose
+values changed and observations that appeared or vanished. Pure functions over the report JSON, so a committed
+report is a baseline as it is.
 
 Rows are matched by installed version, not by what was asked for: "5.x" resolving to a newer release is a new
-version, and the release it replaced a vanished one.
+version, and the release it replaced a vanished one. Two cells that installed the same versions (say "5.x" and
+"5.24.0") stay two rows, told apart by what they asked for.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ NEW = "new version"
 VANISHED = "vanished version"
 FLIPPED = "verdict flipped"
 CHANGED = "observation changed"
-FAILING = (FLIPPED, CHANGED)  # what makes a baseline check fail; new and vanished versions only inform
+APPEARED = "observation appeared"
+GONE = "observation vanished"
+# What makes a baseline check fail; new and vanished versions only inform.
+FAILING = (FLIPPED, CHANGED, APPEARED, GONE)
 
 
 class BaselineError(ValueError):
@@ -55,13 +60,45 @@ def row(cell: dict[str, Any]) -> str:
     )
 
 
+def requested(cell: dict[str, Any]) -> str:
+    return ", ".join(f"{axis} {value}" for axis, value in cell["requested"].items())
+
+
+def label(cell: dict[str, Any], cells: list[dict[str, Any]]) -> str:
+    """The cell's row, and what it asked for when another cell of its report installed the same versions."""
+    shared = sum(row(c) == row(cell) for c in cells) > 1
+    return f"{row(cell)} (requested {requested(cell)})" if shared else row(cell)
+
+
+def match(old: list[dict], new: list[dict]) -> tuple[list[tuple[dict, dict]], list[dict], list[dict]]:
+    """(old, new) pairs of cells that are the same row, the new cells without one, the old cells without one.
+
+    A pair installed the same versions and asked for the same; failing that, it is the only old and the only new
+    cell left with those versions."""
+    pairs = []
+    old_left, new_left = list(old), []
+    for cell in new:
+        same = next((c for c in old_left if row(c) == row(cell) and c["requested"] == cell["requested"]), None)
+        if same is None:
+            new_left.append(cell)
+        else:
+            pairs.append((same, cell))
+            old_left.remove(same)
+    for cell in list(new_left):
+        candidates = [c for c in old_left if row(c) == row(cell)]
+        if len(candidates) == 1 and sum(row(c) == row(cell) for c in new_left) == 1:
+            pairs.append((candidates[0], cell))
+            old_left.remove(candidates[0])
+            new_left.remove(cell)
+    return pairs, new_left, old_left
+
+
 def compare(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
-    before = {row(c): c for c in old["cells"]}
-    after = {row(c): c for c in new["cells"]}
-    changes = [Change(NEW, r, "") for r in after if r not in before]
-    changes += [Change(VANISHED, r, "") for r in before if r not in after]
-    for r in (r for r in after if r in before):
-        changes += _compare_cell(r, before[r], after[r])
+    pairs, added, removed = match(old["cells"], new["cells"])
+    changes = [Change(NEW, label(c, new["cells"]), "") for c in added]
+    changes += [Change(VANISHED, label(c, old["cells"]), "") for c in removed]
+    for before, after in pairs:
+        changes += _compare_cell(label(after, new["cells"]), before, after)
     return changes
 
 
@@ -72,22 +109,29 @@ def _compare_cell(r: str, old: dict[str, Any], new: dict[str, Any]) -> list[Chan
         was = previous.get(subject["target"])
         if was is None:
             continue
+        target = subject["target"]
         if was["verdict"] != subject["verdict"]:
-            changes.append(Change(FLIPPED, r, f"{subject['target']}: {was['verdict']} → {subject['verdict']}"))
-        values = {(o["probe"], o["name"]): (o["override"], o["base"]) for o in was["observations"]}
-        for o in subject["observations"]:
-            key = (o["probe"], o["name"])
-            if key in values and values[key] != (o["override"], o["base"]):
-                old_pair = values[key]
+            changes.append(Change(FLIPPED, r, f"{target}: {was['verdict']} → {subject['verdict']}"))
+        before = {(o["probe"], o["name"]): (o["override"], o["base"]) for o in was["observations"]}
+        after = {(o["probe"], o["name"]): (o["override"], o["base"]) for o in subject["observations"]}
+        for key, (override, base) in after.items():
+            name = f"{target} {key[0]}.{key[1]}"
+            if key not in before:
+                changes.append(Change(APPEARED, r, f"{name}: override {_short(override)}, base {_short(base)}"))
+            elif before[key] != (override, base):
+                old_override, old_base = before[key]
                 changes.append(
                     Change(
                         CHANGED,
                         r,
-                        f"{subject['target']} {o['probe']}.{o['name']}: "
-                        f"override {_short(old_pair[0])} → {_short(o['override'])}, "
-                        f"base {_short(old_pair[1])} → {_short(o['base'])}",
+                        f"{name}: override {_short(old_override)} → {_short(override)}, "
+                        f"base {_short(old_base)} → {_short(base)}",
                     )
                 )
+        for key, (override, base) in before.items():
+            if key not in after:
+                name = f"{target} {key[0]}.{key[1]}"
+                changes.append(Change(GONE, r, f"{name}: was override {_short(override)}, base {_short(base)}"))
     return changes
 
 

@@ -5,18 +5,22 @@ Pure functions over value objects; standard library plus `packaging`, imported b
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import re
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
 from compat_matrix.spec import PYTHON, MatrixSpec, axis_requirement, is_local
 
 CELLS_DIR = ".cells"  # inside the reports folder: one result file per cell, not committed
+FILENAME_LIMIT = 150  # characters of a result file's name, well below the file systems' 255 bytes
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
+# Names that survive nox's folder names (punctuation runs become one "-") and our file names without losing anything
+_PLAIN_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_PLAIN_VALUE = re.compile(r"[a-z0-9]+(?:\.[a-z0-9]+)*")
 
 
 @dataclass(frozen=True)
@@ -34,16 +38,29 @@ class Cell:
 
     @property
     def id(self) -> str:
-        """Also the nox session name: `cell:<matrix>:<axis>=<value>:...`."""
-        return ":".join(["cell", self.matrix, *(f"{axis}={value}" for axis, value in self.axes)])
+        """Also the nox session name: `cell:<matrix>:<axis>=<value>:...`.
+
+        nox names the cell's environment after it with punctuation folded (`>=5` and `<=5` both become `5`), so a
+        name with anything but lowercase letters, digits and dots in its values (or `-` in the matrix name) ends
+        with a short hash of itself: two cells never share an environment or a result file."""
+        words = ["cell", self.matrix, *(f"{axis}={value}" for axis, value in self.axes)]
+        plain = _PLAIN_NAME.fullmatch(self.matrix) and all(_PLAIN_VALUE.fullmatch(v) for _, v in self.axes)
+        return ":".join(words if plain else [*words, _digest(":".join(words))])
 
     @property
     def filename(self) -> str:
-        return _UNSAFE.sub("_", self.id.removeprefix("cell:")) + ".json"
+        name = _UNSAFE.sub("_", self.id.removeprefix("cell:"))
+        if len(name) > FILENAME_LIMIT:
+            name = f"{name[: FILENAME_LIMIT - 9]}_{_digest(self.id)}"
+        return name + ".json"
 
     @property
     def pins(self) -> tuple[str, ...]:
         return tuple(axis_requirement(axis, value) for axis, value in self.axes if axis != PYTHON)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 def cells(spec: MatrixSpec) -> list[Cell]:
@@ -63,7 +80,8 @@ def install_args(spec: MatrixSpec, cell: Cell) -> list[str]:
     fingerprint), so an edit to its code is what the probes see; uv would otherwise keep the copy it installed.
     """
     local = [name for r in spec.requirements if is_local(r) and (name := project_name(Path(r)))]
-    return [*cell.pins, *spec.requirements, *(f"--reinstall-package={name}" for name in local)]
+    pytest = ["pytest"] if any(s.tests for s in spec.subjects) else []  # only to run the subjects' own tests
+    return [*cell.pins, *spec.requirements, *pytest, *(f"--reinstall-package={name}" for name in local)]
 
 
 def local_requirements(spec: MatrixSpec) -> list[Path]:
@@ -82,6 +100,13 @@ def result_path(reports: Path, cell: Cell) -> Path:
     return reports / CELLS_DIR / cell.matrix / cell.filename
 
 
+def reports_folder(matrix_file: Path, home: Path) -> Path:
+    """Where a matrix file's reports go unless told otherwise: `home`/reports for the files in `home`/matrix (this
+    repository's, or those of the folder `compat-matrix run` started in), else reports/ beside the file."""
+    matrix_file, home = Path(matrix_file).resolve(), Path(home).resolve()
+    return home / "reports" if matrix_file.parent == home / "matrix" else matrix_file.parent / "reports"
+
+
 def runner_request(spec: MatrixSpec, cell: Cell) -> dict[str, Any]:
     """The JSON the in-environment runner reads."""
     return {
@@ -91,5 +116,10 @@ def runner_request(spec: MatrixSpec, cell: Cell) -> dict[str, Any]:
         "packages": list(spec.packages),
         "timeout": spec.timeout,
         "probes": list(spec.probes),
-        "subjects": [{"target": s.target, "methods": list(s.methods), "factory": s.factory} for s in spec.subjects],
+        "rootdir": str(spec.path.parent),
+        "mutants": spec.mutants,
+        "subjects": [
+            {"target": s.target, "methods": list(s.methods), "factory": s.factory, "tests": list(s.tests)}
+            for s in spec.subjects
+        ],
     }

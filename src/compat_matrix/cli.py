@@ -1,31 +1,38 @@
-"""`compat-matrix`: the host-side steps as commands. The library does the work; this turns errors into one-line
-messages and documented exit codes.
+"""`compat-matrix`: run a matrix, and the host-side steps as commands. The library does the work; this turns
+errors into one-line messages and documented exit codes (compat_matrix.exits).
 
-Exit codes: 0 every cell ran and every expectation held; 1 an expectation or baseline check failed; 2 a bad matrix
-or baseline file (nothing ran); 3 a cell could not run.
+Exit codes: 0 every cell ran and every expectation held; 1 an expectation or baseline check failed; 2 bad input (a
+matrix or baseline file, an option): nothing ran; 3 a cell could not run; 4 an unexpected error, whose traceback is
+written to a file.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from compat_matrix import cells, collect, conclude, render, verdict
+from compat_matrix import __version__, cells, collect, conclude, exits, render, resolve, verdict
 from compat_matrix.baseline import BaselineError, compare, failing, load_report
-from compat_matrix.probes import registry, titles
+from compat_matrix.probes import titles
 from compat_matrix.results import OK, CellResult, write_json_atomic, write_text_atomic
 from compat_matrix.spec import MatrixError, MatrixSpec, load_all
 
-EXIT_OK = 0
-EXIT_UNMET = 1
-EXIT_BAD_MATRIX = 2
-EXIT_CELL_FAILED = 3
+EXIT_OK = exits.OK
+EXIT_UNMET = exits.UNMET
+EXIT_BAD_MATRIX = exits.BAD_INPUT
+EXIT_CELL_FAILED = exits.CELL_FAILED
+EXIT_UNEXPECTED = exits.UNEXPECTED
 SUMMARY_LIMIT = 1_000_000  # GitHub's step summary holds 1 MiB
 LOGS = ".logs"  # inside the reports folder: what changes from run to run (durations), not committed
+BASELINE_HELP = "an earlier report, or a folder of them: add what changed; flipped verdicts or changed values exit 1"
+NOXFILE = Path(__file__).resolve().with_name("noxfile.py")  # the sessions `run` starts (from a copy in --envdir)
 
 
 def display_path(path: Path) -> str:
@@ -43,6 +50,7 @@ class Built:
     csv: str
     code: int
     timings: str  # one line per cell with its duration: console, job summary and run log, never the report files
+    why: tuple[str, ...] = ()  # what the exit code is for: the cells that could not run, or the unmet checks
 
 
 def make_report(spec: MatrixSpec, results: list[CellResult], baseline: dict | None = None) -> render.Report:
@@ -68,10 +76,24 @@ def build_report(spec: MatrixSpec, reports: Path, baseline: dict | None = None) 
         print(f"unmet expectation: {line}")
     for change in report.changes or ():
         print(f"since baseline: {change}")
-    failed = any(r.status != OK or any(s.status != OK for s in r.subjects) for r in results)
-    code = EXIT_CELL_FAILED if failed else EXIT_UNMET if report.unmet or failing(report.changes or []) else EXIT_OK
+    failed = [f"{r.cell} ({r.status})" for r in results if r.status != OK]
+    failed += [f"{r.cell} ({s.target} {s.status})" for r in results for s in r.subjects if s.status != OK]
+    checks = [*report.unmet, *(str(c) for c in report.changes or () if failing([c]))]
+    code = EXIT_CELL_FAILED if failed else EXIT_UNMET if checks else EXIT_OK
     data = render.report_json(report)
-    return Built(render.markdown(report), data, render.csv_text(report.collected), code, timings(results))
+    why = tuple(failed if failed else checks)
+    return Built(render.markdown(report), data, render.csv_text(report.collected), code, timings(results), why)
+
+
+def outcome(built: list[Built]) -> tuple[int, str]:
+    """The exit code of a report over several matrices, and the last line that says what it means."""
+    code = max((b.code for b in built), default=EXIT_OK)
+    why = [item for b in built if b.code == code for item in b.why]
+    if code == EXIT_CELL_FAILED:
+        return code, exits.exit_line(code, why, f"{exits.plural(len(why), 'cell')} could not run")
+    if code == EXIT_UNMET:
+        return code, exits.exit_line(code, why, f"{exits.plural(len(why), 'expectation')} or baseline checks failed")
+    return code, exits.exit_line(code, why)
 
 
 def timings(results: list[CellResult]) -> str:
@@ -98,18 +120,20 @@ def cmd_report(args: argparse.Namespace) -> int:
         wait_for_go()
     specs = _load(args.files)
     baselines = _baselines(args.baseline, specs)
-    codes = [EXIT_OK]
+    built = []
     for spec in specs:
-        built = build_report(spec, args.reports, baselines.get(spec.name))
-        print(built.timings)
-        paths = write_report(args.reports, spec.name, built)
+        folder = args.reports or cells.reports_folder(spec.path, Path.cwd())
+        built.append(build_report(spec, folder, baselines.get(spec.name)))
+        print(built[-1].timings)
+        paths = write_report(folder, spec.name, built[-1])
         print(f"wrote {', '.join(display_path(p) for p in paths)}")
         if args.summary:
-            timings = f"\n<details><summary>Timings</summary>\n\n```\n{built.timings}\n```\n\n</details>\n"
+            timings = f"\n<details><summary>Timings</summary>\n\n```\n{built[-1].timings}\n```\n\n</details>\n"
             with open(args.summary, "a", encoding="utf-8") as summary:
-                summary.write(render.truncate(built.markdown, args.limit // len(specs) - len(timings)) + timings)
-        codes.append(built.code)
-    return max(codes)
+                summary.write(render.truncate(built[-1].markdown, args.limit // len(specs) - len(timings)) + timings)
+    code, line = outcome(built)
+    print(line, flush=True)
+    return code
 
 
 def wait_for_go() -> None:
@@ -170,23 +194,51 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    for spec in _load(args.files):
-        print(f"{display_path(spec.path)}: ok, {len(cells.cells(spec))} cells")
-        for line in unprobed_methods(spec):
-            print(f"warning: {line}", file=sys.stderr)
+    specs = _load(args.files)
+    problems: list[str] = []
+    lookup = functools.cache(resolve.releases)
+    for spec in specs:
+        print(f"{display_path(spec.path)}: {exits.plural(len(cells.cells(spec)), 'cell')}")
+        if args.offline:
+            continue
+        try:
+            lines, found = resolve.check_axes(spec, lookup)
+        except resolve.ResolveError as exc:
+            print(f"warning: axes not checked against the package index: {exc} (--offline skips it)", file=sys.stderr)
+            continue
+        print("\n".join(f"  {line}" for line in lines))
+        problems += found
+    if problems:
+        raise MatrixError(problems)
     return EXIT_OK
 
 
-def unprobed_methods(spec: MatrixSpec) -> list[str]:
-    """One line per audited method that no built-in probe exercises: its subject can only be `inconclusive`."""
-    exercised = {m for probe in registry().values() for m in probe.exercises}
-    return [
-        f"{display_path(spec.path)}: subjects[{index}].methods: {method!r}: no probe exercises it, so the verdict "
-        "can only be inconclusive"
-        for index, subject in enumerate(spec.subjects)
-        for method in subject.methods
-        if method not in exercised
-    ]
+def cmd_run(args: argparse.Namespace) -> int:
+    """The cells of the matrix files in parallel lanes, each in its own environment, then the reports: what
+    `nox -s matrix` does in this repository, from any folder."""
+    from compat_matrix import sessions  # imports nox: only this command needs it
+
+    home = Path.cwd()
+    environ = dict(os.environ)
+    if args.files:
+        environ[sessions.FILES_VARIABLE] = os.pathsep.join(str(f.resolve()) for f in args.files)
+    if args.reports:
+        environ[sessions.REPORTS_VARIABLE] = str(args.reports.resolve())
+    if args.lanes:
+        os.environ[sessions.LANES_VARIABLE] = str(args.lanes)
+    if args.mutants:
+        os.environ[sessions.MUTANTS_VARIABLE] = environ[sessions.MUTANTS_VARIABLE] = "1"
+    run = sessions.plan(home, NOXFILE, environ)
+    if run.problems:
+        raise MatrixError(list(run.problems))
+    ids = {cell.id for _, cell in run.cells}
+    unknown = [cell for cell in args.cell if cell not in ids]
+    if unknown:
+        raise MatrixError([f"--cell {cell!r}: no such cell (`compat-matrix list` shows them)" for cell in unknown])
+    options = [f"--baseline={b.resolve()}" for b in args.baseline]
+    envdir = (args.envdir or home / ".nox").resolve()
+    run = replace(run, noxfile=sessions.noxfile_in(envdir, NOXFILE))
+    return sessions.run_matrix(run, args.cell or None, envdir, [], options, args.cached, report=not args.cell)
 
 
 def _load(files: list[Path]) -> list[MatrixSpec]:
@@ -197,40 +249,138 @@ def _load(files: list[Path]) -> list[MatrixSpec]:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="compat-matrix", description=__doc__.splitlines()[0])
-    sub = top.add_subparsers(dest="command", required=True)
-    report = sub.add_parser("report", help="merge cell result files into reports/<name>.md and .json")
-    report.add_argument("files", nargs="+", type=Path, metavar="FILE.toml")
-    report.add_argument("--reports", type=Path, default=Path("reports"), help="folder of reports (default: reports)")
+    return _parsers()[0]
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    """Every subcommand's parser, by name (for the test that checks their help)."""
+    return _parsers()[1]
+
+
+def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    top = argparse.ArgumentParser(
+        prog="compat-matrix",
+        description="Run a compatibility matrix of transformers releases, and the steps of a run as commands.",
+        epilog=exits.EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    made_by_name: dict[str, argparse.ArgumentParser] = {}
+
+    def command(
+        name: str, handler: Callable, summary: str, description: str, codes: tuple[int, ...]
+    ) -> argparse.ArgumentParser:
+        meanings = "\n".join(f"  {code:<3} {exits.MEANINGS[code]}" for code in sorted({*codes, exits.UNEXPECTED}))
+        made = sub.add_parser(
+            name,
+            help=summary,
+            description=f"{summary}.\n\n{description}",
+            epilog=f"exit codes:\n{meanings}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        made.set_defaults(run=handler)
+        made_by_name[name] = made
+        return made
+
+    run_codes = (exits.OK, exits.UNMET, exits.BAD_INPUT, exits.CELL_FAILED, exits.INTERRUPTED)
+    run = command(
+        "run",
+        cmd_run,
+        "run every cell of the matrix files, then write their reports",
+        "Each cell gets its own uv environment (kept in --envdir and reused while its pins and local requirements\n"
+        "are unchanged); cells run side by side (COMPAT_MATRIX_LANES, default one per core, at most one per 2 GiB).\n"
+        "Reports go to DIR/<name>.md, .json and .csv: by default ./reports for the files in ./matrix, else\n"
+        "reports/ beside each file. The same as `nox -s matrix` in compat-matrix's repository.",
+        run_codes,
+    )
+    run.add_argument("files", nargs="*", type=Path, metavar="FILE.toml", help="matrix files (default: matrix/*.toml)")
+    run.add_argument("--reports", type=Path, metavar="DIR", help="one folder for the reports of every file")
+    run.add_argument("--baseline", type=Path, action="append", default=[], metavar="OLD.json", help="as for `report`")
+    run.add_argument("--cached", action="store_true", help="reuse a cell's result while its fingerprint is unchanged")
+    run.add_argument("--mutants", action="store_true", help="also run the subjects' tests against broken overrides")
+    run.add_argument("--envdir", type=Path, metavar="DIR", help="where the environments are kept (default: ./.nox)")
+    run.add_argument("--lanes", type=positive, metavar="N", help="cells at once (sets COMPAT_MATRIX_LANES)")
+    run.add_argument(
+        "--cell",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="run only this cell (repeatable; `compat-matrix list` names them) and write no report: exit 0 or 3",
+    )
+
+    report = command(
+        "report",
+        cmd_report,
+        "merge the cells' result files into the reports",
+        "Writes DIR/<name>.md, .json and .csv from the result files in DIR/.cells/; a cell without one is `not run`.",
+        (exits.OK, exits.UNMET, exits.BAD_INPUT, exits.CELL_FAILED),
+    )
+    report.add_argument("files", nargs="+", type=Path, metavar="FILE.toml", help="matrix files")
+    report.add_argument("--reports", type=Path, metavar="DIR", help="folder of reports (default: as for `run`)")
     report.add_argument(
         "--baseline",
         type=Path,
         action="append",
         default=[],
         metavar="OLD.json",
-        help="an earlier report, or a folder of them: add what changed; flipped verdicts or changed values exit 1",
+        help=BASELINE_HELP,
     )
     report.add_argument("--summary", type=Path, help="also append the markdown, cut to --limit bytes, to this file")
-    report.add_argument("--wait", action="store_true", help="read one line of standard input before starting")
     report.add_argument("--limit", type=int, default=SUMMARY_LIMIT, help="bytes for --summary (default: 1,000,000)")
-    report.set_defaults(run=cmd_report)
-    listing = sub.add_parser("list", help="the cells of the matrix files, one nox session each")
-    listing.add_argument("files", nargs="+", type=Path, metavar="FILE.toml")
+    report.add_argument("--wait", action="store_true", help=argparse.SUPPRESS)  # internal: `run` starts it early
+
+    listing = command(
+        "list",
+        cmd_list,
+        "list the cells of the matrix files, one nox session each",
+        "Prints one cell id a line, or with --json the cells with their matrix, file and requested versions.",
+        (exits.OK, exits.BAD_INPUT),
+    )
+    listing.add_argument("files", nargs="+", type=Path, metavar="FILE.toml", help="matrix files")
     listing.add_argument("--json", action="store_true", help="as JSON, for a CI job matrix")
     listing.add_argument("--compact", action="store_true", help="JSON on one line (for $GITHUB_OUTPUT)")
-    listing.set_defaults(run=cmd_list)
-    diff = sub.add_parser("diff", help="what changed between two reports; exit 1 if verdicts or values changed")
-    diff.add_argument("old", type=Path, metavar="OLD.json")
-    diff.add_argument("new", type=Path, metavar="NEW.json")
-    diff.set_defaults(run=cmd_diff)
-    summary = sub.add_parser("summary", help="print reports cut to a size, tables first (for a CI summary or comment)")
-    summary.add_argument("reports", nargs="+", type=Path, metavar="REPORT.md")
+
+    diff = command(
+        "diff",
+        cmd_diff,
+        "say what changed between two reports",
+        "New or vanished versions (they inform), flipped verdicts and changed, new or vanished observations (they\n"
+        "fail).",
+        (exits.OK, exits.UNMET, exits.BAD_INPUT),
+    )
+    diff.add_argument("old", type=Path, metavar="OLD.json", help="the earlier report")
+    diff.add_argument("new", type=Path, metavar="NEW.json", help="the later report")
+
+    summary = command(
+        "summary",
+        cmd_summary,
+        "print reports cut to a size, tables first",
+        "For a CI summary or a pull-request comment: the details go first, the tables never.",
+        (exits.OK, exits.BAD_INPUT),
+    )
+    summary.add_argument("reports", nargs="+", type=Path, metavar="REPORT.md", help="markdown reports")
     summary.add_argument("--limit", type=int, default=SUMMARY_LIMIT, help="bytes in all (default: 1,000,000)")
-    summary.set_defaults(run=cmd_summary)
-    validate = sub.add_parser("validate", help="check matrix files; every problem on its own line")
-    validate.add_argument("files", nargs="+", type=Path, metavar="FILE.toml")
-    validate.set_defaults(run=cmd_validate)
-    return top
+
+    validate = command(
+        "validate",
+        cmd_validate,
+        "check matrix files",
+        "Every problem on its own line, naming the file, the key and the value. Unless --offline, every axis value\n"
+        "is also resolved against the package index uv uses (UV_DEFAULT_INDEX, UV_INDEX_URL, else PyPI, and\n"
+        "UV_FIND_LINKS or PIP_FIND_LINKS folders), so a release that does not exist is reported before anything\n"
+        "is installed.",
+        (exits.OK, exits.BAD_INPUT),
+    )
+    validate.add_argument("files", nargs="+", type=Path, metavar="FILE.toml", help="matrix files")
+    validate.add_argument("--offline", action="store_true", help="do not ask the package index")
+    return top, made_by_name
+
+
+def positive(text: str) -> int:
+    if not (text.isascii() and text.isdecimal()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number, at least 1: {text!r}")
+    return int(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,9 +391,14 @@ def main(argv: list[str] | None = None) -> int:
         for line in exc.problems:
             print(f"error: {line}", file=sys.stderr)
         return EXIT_BAD_MATRIX
-    except BaselineError as exc:
+    except (BaselineError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_MATRIX
+    except KeyboardInterrupt:
+        return exits.INTERRUPTED
+    except Exception as exc:
+        print(exits.unexpected(exc), file=sys.stderr)
+        return EXIT_UNEXPECTED
 
 
 if __name__ == "__main__":

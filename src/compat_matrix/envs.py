@@ -15,12 +15,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from compat_matrix.cells import Cell, install_args, local_requirements, result_path, runner_request
+from compat_matrix.cells import CELLS_DIR, Cell, install_args, local_requirements, result_path, runner_request
+from compat_matrix.progress import INSTALLING, PROBING, STARTED, state_path, write_state
 from compat_matrix.results import (
     CRASHED,
     TIMED_OUT,
@@ -37,9 +39,11 @@ NO_INTERPRETER = "interpreter not found"
 REASON_LIMIT = 400
 LOCK = ".lock"
 STAMP = ".compat-matrix-installed"  # in the environment: the fingerprint of what was installed
-_SKIP = {".git", ".nox", "__pycache__", "build", "dist", ".venv", ".pytest_cache", ".ruff_cache"}
+_SKIP = {".git", ".nox", "__pycache__", "build", "dist", ".venv", ".pytest_cache", ".ruff_cache", ".hypothesis"}
 # The in-environment modules need only the standard library, so the cell imports them from here, uninstalled.
-SOURCE = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parent
+SOURCE = PACKAGE.parent
+RUNNER_PATH = "compat-matrix-path"  # in the cell's environment: a folder holding only a link to this package
 _DECORATION = " ×╰─▶│├╭╮╯┬┴┼|:-"
 
 
@@ -75,18 +79,32 @@ def run_cell(spec: MatrixSpec, cell: Cell, python: Path, reports: Path, log=prin
     # group is stopped on the way out and no half-written result is left: results are only ever renamed in whole.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     start = time.monotonic()
-    environment = environment_key(spec, cell)
+    environment = environment_key(spec, cell, reports)
     key = fingerprint(environment, suite_key(), json.dumps(runner_request(spec, cell), sort_keys=True))
     previous = _previous(out) if cached else None
     if previous is not None and previous.status == "ok" and previous.cache_key == key:
         result = replace(previous, reused=True)
     else:
         deadline = start + spec.cell_timeout
-        result = _install(spec, cell, python, environment, deadline, log) or _probe(spec, cell, python, out, deadline)
+        started = time.time()
+        write_state(out, STARTED, started)
+        try:
+            result = _install(spec, cell, python, environment, deadline, log, out, started)
+            result = result or _probe(spec, cell, python, out, deadline, started)
+        finally:
+            state_path(out).unlink(missing_ok=True)
         result = replace(result, cache_key=key, seconds=round(time.monotonic() - start, 2))
     write_json_atomic(out, result.to_json())
     log(progress_line(result))
     return result
+
+
+def could_not_run(result: CellResult) -> str | None:
+    """Why a cell counts as one that could not run (exit code 3), or None when it ran."""
+    if result.status != "ok":
+        return f"{result.status}" + (f": {result.reason}" if result.reason else "")
+    failed = [f"{s.target} {s.status}" for s in result.subjects if s.status != "ok"]
+    return ", ".join(failed) or None
 
 
 def progress_line(result: CellResult) -> str:
@@ -102,27 +120,84 @@ def fingerprint(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
-def tree_key(path: Path) -> str:
-    """The contents of a local requirement: every file's path and bytes, less caches and build output."""
+def tree_key(path: Path, skip: Collection[Path] = ()) -> str:
+    """The contents of a local requirement: every file of its code (`local_files`), path and bytes."""
     digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file() and not _skipped(p.relative_to(path).parts)):
+    for file in local_files(path, skip):
         digest.update(str(file.relative_to(path)).encode() + b"\0" + file.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def _skipped(parts: tuple[str, ...]) -> bool:
-    return any(part in _SKIP or part.endswith(".egg-info") for part in parts)
+def local_files(path: Path, skip: Collection[Path] = ()) -> list[Path]:
+    """The files of a local requirement that make its code: in a git checkout what git tracks or would track (its
+    .gitignore honoured), elsewhere every file; never caches, build output, virtual environments, the folders in
+    `skip` (this run's reports) or other compat-matrix reports folders (their reports and lock change every run)."""
+    listed = _git_files(path)
+    if listed is None:
+        listed = [Path(top) / name for top, dirs, names in os.walk(path) for name in names]
+    kept: dict[Path, bool] = {Path(folder).resolve(): False for folder in skip}
+    return sorted(f for f in listed if _kept_folder(f.parent, path, kept) and f.is_file() and not f.is_symlink())
 
 
-def environment_key(spec: MatrixSpec, cell: Cell) -> str:
-    """What the environment must hold: the install arguments, and the contents of local requirements."""
-    return fingerprint(json.dumps(install_args(spec, cell)), *(tree_key(p) for p in local_requirements(spec)))
+def _git_files(path: Path) -> list[Path] | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(path), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            capture_output=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    return [path / name for name in done.stdout.decode("utf-8", "surrogateescape").split("\0") if name]
+
+
+def _kept_folder(folder: Path, root: Path, kept: dict[Path, bool]) -> bool:
+    """Whether files in `folder` (below `root`) are code: no folder on the way is a cache, an environment or a
+    reports folder."""
+    if folder in kept:
+        return kept[folder]
+    if folder == root or root not in folder.parents:
+        kept[folder] = True
+        return True
+    name = folder.name
+    own = not (
+        name in _SKIP or name.endswith(".egg-info") or (folder / "pyvenv.cfg").exists() or (folder / CELLS_DIR).is_dir()
+    )
+    kept[folder] = own and _kept_folder(folder.parent, root, kept)
+    return kept[folder]
+
+
+def environment_key(spec: MatrixSpec, cell: Cell, reports: Path | None = None) -> str:
+    """What the environment must hold: the install arguments, and the contents of local requirements (less the
+    reports folder, when the matrix file sits inside one of them)."""
+    skip = [reports] if reports else []
+    return fingerprint(json.dumps(install_args(spec, cell)), *(tree_key(p, skip) for p in local_requirements(spec)))
 
 
 def suite_key() -> str:
     """The in-environment code that produced a result: a change to any probe makes earlier results stale."""
-    package = SOURCE / "compat_matrix"
-    return fingerprint(*(f.read_text(encoding="utf-8") for f in sorted(package.glob("*.py"))))
+    return fingerprint(*(f.read_text(encoding="utf-8") for f in sorted(PACKAGE.rglob("*.py"))))
+
+
+def find_environment(envdir: Path, spec: MatrixSpec, cell: Cell, reports: Path) -> Path | None:
+    """The interpreter of an environment in `envdir` installed with exactly the cell's pins, if there is one."""
+    key = environment_key(spec, cell, reports)
+    for stamp in sorted(Path(envdir).glob(f"*/{STAMP}")):
+        if stamp.read_text() == key:
+            return stamp.parent / "bin" / "python"
+    return None
+
+
+def uv_binary() -> str:
+    """The uv that nox's uv backend uses too: the one installed with compat-matrix, else the one on PATH."""
+    try:
+        import uv  # the `uv` package from PyPI ships the binary and says where it is
+
+        return uv.find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        return shutil.which("uv") or "uv"
 
 
 def _previous(path: Path) -> CellResult | None:
@@ -132,13 +207,15 @@ def _previous(path: Path) -> CellResult | None:
         return None
 
 
-def _install(spec: MatrixSpec, cell: Cell, python: Path, environment: str, deadline: float, log) -> CellResult | None:
+def _install(
+    spec: MatrixSpec, cell: Cell, python: Path, environment: str, deadline: float, log, out: Path, started: float
+) -> CellResult | None:
     stamp = python.parent.parent / STAMP
     if stamp.exists() and stamp.read_text() == environment:
         return None  # a warm environment with exactly these pins: nothing to install
     stamp.unlink(missing_ok=True)
-    uv = shutil.which("uv") or "uv"
-    command = [uv, "pip", "install", "--python", str(python), *install_args(spec, cell)]
+    write_state(out, INSTALLING, started)
+    command = [uv_binary(), "pip", "install", "--python", str(python), *install_args(spec, cell)]
     log(" ".join(command))
     try:
         done = subprocess.run(
@@ -157,13 +234,14 @@ def _install(spec: MatrixSpec, cell: Cell, python: Path, environment: str, deadl
     return None
 
 
-def _probe(spec: MatrixSpec, cell: Cell, python: Path, out: Path, deadline: float) -> CellResult:
+def _probe(spec: MatrixSpec, cell: Cell, python: Path, out: Path, deadline: float, started: float) -> CellResult:
+    write_state(out, PROBING, started)
     request = out.with_suffix(".request.json")
     write_json_atomic(request, runner_request(spec, cell))
     out.unlink(missing_ok=True)
     env = {
         **os.environ,
-        "PYTHONPATH": str(SOURCE),
+        "PYTHONPATH": str(runner_path(python.parent.parent)),
         "HF_HUB_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
         # Tiny models: one thread per cell is fastest, and cells already run one per core.
@@ -192,10 +270,25 @@ def _probe(spec: MatrixSpec, cell: Cell, python: Path, out: Path, deadline: floa
     return CellResult.from_json(json.loads(out.read_text(encoding="utf-8")))
 
 
+def runner_path(environment: Path) -> Path:
+    """A folder in the cell's environment that holds only compat_matrix (a link to this package), for the runner's
+    PYTHONPATH: installed as a tool, compat-matrix sits beside pandas, numpy and nox, which the cell must not see."""
+    folder = environment / RUNNER_PATH
+    link = folder / "compat_matrix"
+    folder.mkdir(exist_ok=True)
+    if not (link.is_symlink() and link.resolve() == PACKAGE):
+        fresh = folder / f".compat_matrix.{os.getpid()}"
+        fresh.unlink(missing_ok=True)
+        fresh.symlink_to(PACKAGE, target_is_directory=True)
+        os.replace(fresh, link)
+    return folder
+
+
 def python_available(version: str) -> bool:
     """Whether uv finds an interpreter for `version` on this machine, without downloading one."""
-    uv = shutil.which("uv") or "uv"
-    found = subprocess.run([uv, "python", "find", "--no-python-downloads", version], capture_output=True, text=True)
+    found = subprocess.run(
+        [uv_binary(), "python", "find", "--no-python-downloads", version], capture_output=True, text=True
+    )
     return found.returncode == 0
 
 
@@ -227,13 +320,26 @@ def run_lock(reports: Path, log=print) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def run_interruptibly(command: list[str], env: dict[str, str], grace: float = 60.0) -> bool:
-    """Run `command` (a nested nox running cells) to its end; return whether it was interrupted.
+_OUTPUT = threading.Lock()
 
-    Ctrl-C reaches the whole foreground process group, the nested nox included, which then stops its cells.
-    SIGTERM (a CI runner) reaches only this process: it is passed on to the nested nox as the SIGINT that nox
-    understands, since a nox killed by SIGTERM leaves its cells running. Either way this waits for the cells to
-    be stopped, `grace` seconds at most."""
+
+def say(line: str) -> None:
+    """Print one whole line; lines of several threads never mix."""
+    with _OUTPUT:
+        sys.stdout.write(line if line.endswith("\n") else line + "\n")
+        sys.stdout.flush()
+
+
+def run_watched(
+    command: list[str], env: Mapping[str, str], tick: Callable[[], None] = lambda: None, grace: float = 60.0
+) -> tuple[int, bool]:
+    """Run `command` (a nox running cells) to its end, passing its output on line by line and calling `tick`
+    about every second; return its exit code and whether it was interrupted.
+
+    Ctrl-C reaches the whole foreground process group, the nox included, which then stops its cells. SIGTERM (a
+    CI runner) reaches only this process: it is passed on to the nox as the SIGINT that nox understands, since a
+    nox killed by SIGTERM leaves its cells running. Either way this waits for the cells to be stopped, `grace`
+    seconds at most. The output goes through a pipe, so nox prints plain lines that `tick`'s lines can join."""
     terminated = False
 
     def on_sigterm(signum: int, frame: object) -> None:
@@ -242,11 +348,20 @@ def run_interruptibly(command: list[str], env: dict[str, str], grace: float = 60
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)
-    process = subprocess.Popen(command, env=env)
+    process = subprocess.Popen(
+        command, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    )
+    forward = threading.Thread(target=lambda: [say(line) for line in process.stdout], daemon=True)
+    forward.start()
+    interrupted = False
     try:
-        process.wait()
-        return False
+        while process.poll() is None:
+            try:
+                process.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                tick()
     except KeyboardInterrupt:
+        interrupted = True
         if terminated:
             process.send_signal(signal.SIGINT)
         try:
@@ -254,6 +369,8 @@ def run_interruptibly(command: list[str], env: dict[str, str], grace: float = 60
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        return True
     finally:
         signal.signal(signal.SIGTERM, previous)
+        forward.join(timeout=10)
+    tick()
+    return process.returncode, interrupted

@@ -1,18 +1,27 @@
 """Matrix files: parse, validate, and turn into a MatrixSpec.
 
 Standard library plus `packaging` only, so the noxfile can import it from nox's own interpreter. Every problem in
-a file is collected and reported together, each naming the file, the key and the bad value.
+a file is collected and reported together, one line each, naming the file, the key and the bad value; whatever a
+file holds, this module raises nothing but MatrixError.
+
+Each table has one registry of its known keys (`TOP_KEYS`, `MATRIX_KEYS`, `SUBJECT_KEYS`) and each key one
+validator, so a new key is one entry and one function. An unknown key is answered with the closest known one, or
+with the table it belongs in when TOML put it in another one (a line written below the wrong `[header]`).
 """
 
 from __future__ import annotations
 
+import difflib
+import json
+import keyword
 import os
 import re
-from dataclasses import dataclass
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomllib
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
@@ -22,16 +31,16 @@ PYTHON = "python"
 VERDICTS = ("same", "differs")
 DEFAULT_TIMEOUT = 300.0  # seconds per probe call
 DEFAULT_CELL_TIMEOUT = 1800.0  # seconds for a whole cell: install and probes
-_SERIES = re.compile(r"^(\d+(?:\.\d+)*)\.x$")
-_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-_CATCH = re.compile(r"^\w+\.\S+$")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-_KNOWN = {
-    "matrix": {"name", "requirements", "timeout", "cell_timeout", "description", "probes"},
-    "subjects": {"target", "methods", "factory", "expect", "catches"},
-}
+MAX_SECONDS = 7 * 24 * 3600.0
+NAME_LIMIT = 100  # characters of a matrix name: it names files
+SHOW_LIMIT = 80  # characters of a value or key quoted in a problem
+_SERIES = re.compile(r"([0-9]+(?:\.[0-9]+)*)\.x")
+_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+_CATCH = re.compile(r"\w+\.\S+")
+_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_MISSING = object()
 
 
 class MatrixError(ValueError):
@@ -51,6 +60,7 @@ class Subject:
     expect: tuple[tuple[str, str], ...] = ()
     # "probe.observation" that must differ wherever `differs` is expected, with the base side free of errors there
     catches: tuple[str, ...] = ()
+    tests: tuple[str, ...] = ()  # the user's pytest node ids or paths, made absolute
 
     def expected(self, version: str | None) -> str | None:
         """The verdict this subject is expected to get on `version` of the first axis, if the file says."""
@@ -84,8 +94,8 @@ class MatrixSpec:
     cell_timeout: float = DEFAULT_CELL_TIMEOUT
     # Each rule maps axes to values; a cell matching every axis of one rule is left out.
     exclude: tuple[tuple[tuple[str, str], ...], ...] = ()
-    # Probe modules of the user's own: absolute paths of .py files, or importable module names.
-    probes: tuple[str, ...] = ()
+    probes: tuple[str, ...] = ()  # probe modules of the user's own: absolute paths of .py files, or module names
+    mutants: bool = False  # also run the subjects' tests against broken versions of the audited methods
 
     @property
     def packages(self) -> tuple[str, ...]:
@@ -99,225 +109,433 @@ def is_local(requirement: str) -> bool:
     return requirement.startswith(("./", "../", "/", "~"))
 
 
-def axis_requirement(package: str, value: str) -> str:
-    """The installer requirement for one axis value: exact, X.Y.x (newest X.Y), X.x, latest, or a specifier."""
+def axis_specifier(value: str) -> SpecifierSet:
+    """What an axis value allows: exact, X.Y.x (newest X.Y), X.x, latest (anything), or a PEP 440 specifier."""
     value = value.strip()
-    if not value:
-        raise ValueError(f"not a version, X.Y.x, X.x, 'latest' or PEP 440 specifier: {value!r}")
     if value == "latest":
-        return package
-    series = _SERIES.match(value)
+        return SpecifierSet()
+    series = _SERIES.fullmatch(value)
     if series:
-        return f"{package}=={series.group(1)}.*"
+        return SpecifierSet(f"=={series.group(1)}.*")
     try:
-        return f"{package}=={Version(value)}"
+        return SpecifierSet(f"=={Version(value)}")
     except InvalidVersion:
         pass
     try:
-        return f"{package}{SpecifierSet(value)}"
+        if value:
+            return SpecifierSet(value)
     except InvalidSpecifier:
-        raise ValueError(f"not a version, X.Y.x, X.x, 'latest' or PEP 440 specifier: {value!r}") from None
+        pass
+    raise ValueError(f"not a version, X.Y.x, X.x, 'latest' or PEP 440 specifier: {show(value)}")
+
+
+def axis_requirement(package: str, value: str) -> str:
+    """The installer requirement for one axis value."""
+    return f"{package}{axis_specifier(value)}"
+
+
+def show(value: Any) -> str:
+    """A value as a problem quotes it: its repr on one line, cut to SHOW_LIMIT characters."""
+    text = repr(value)
+    return text if len(text) <= SHOW_LIMIT else text[: SHOW_LIMIT - 1] + "…"
+
+
+def dotted(prefix: str, key: str) -> str:
+    """`prefix.key`, the key quoted as TOML would need it (and cut) when it is not a bare key."""
+    if not _BARE_KEY.fullmatch(key):
+        quoted = "".join(c if c.isprintable() else _escape(c) for c in json.dumps(key, ensure_ascii=False))
+        key = quoted if len(quoted) <= SHOW_LIMIT else quoted[: SHOW_LIMIT - 2] + '…"'
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _escape(char: str) -> str:
+    return f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where a validator is: the file and the dotted key. Problems go into the shared list."""
+
+    path: Path
+    key: str
+    problems: list[str] = field(default_factory=list)
+
+    def at(self, key: str) -> Context:
+        return Context(self.path, key, self.problems)
+
+    def problem(self, value: Any, why: str) -> None:
+        shown = "" if value is _MISSING else f" = {show(value)}"
+        reason = " ".join(line.strip() for line in str(why).splitlines() if line.strip())
+        self.problems.append(f"{self.path}: {self.key}{shown}: {reason}")
+
+
+@dataclass(frozen=True)
+class Key:
+    check: Callable[[Any, Context], Any]  # the value as written → the parsed value (problems go to the context)
+    required: str | None = None  # the problem to report when the key is missing
+    default: Any = None
 
 
 def load(path: Path) -> MatrixSpec:
     """Read and validate one matrix file; raise MatrixError listing every problem."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise MatrixError([f"{path}: no such matrix file"]) from None
+    except IsADirectoryError:
+        raise MatrixError([f"{path}: a folder, not a matrix file"]) from None
+    except UnicodeDecodeError as exc:
+        raise MatrixError([f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"]) from None
+    except (OSError, ValueError) as exc:
+        raise MatrixError([f"{path}: cannot read the matrix file ({type(exc).__name__}: {exc})"]) from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise MatrixError([f"{path}: invalid TOML: {exc}"]) from None
     return parse(data, path)
 
 
 def parse(data: dict[str, Any], path: Path) -> MatrixSpec:
-    problems: list[str] = []
-
-    def problem(key: str, value: Any, why: str) -> None:
-        problems.append(f"{path}: {key} = {value!r}: {why}")
-
-    for key in data.keys() - {"matrix", "axes", "subjects", "exclude"}:
-        problem(key, data[key], "unknown key (expected [matrix], [axes], [[subjects]], [[exclude]])")
-
-    matrix = _table(data, "matrix", problem)
-    for key in matrix.keys() - _KNOWN["matrix"]:
-        problem(f"matrix.{key}", matrix[key], "unknown key")
-    name = matrix.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
-        problem("matrix.name", name, "required; letters, digits, '.', '_' or '-'")
-    requirements = _requirements(matrix.get("requirements", []), path, problem)
-    probes = _probe_modules(matrix.get("probes", []), path, problem)
-    timeout = _seconds(matrix, "timeout", DEFAULT_TIMEOUT, problem)
-    cell_timeout = _seconds(matrix, "cell_timeout", DEFAULT_CELL_TIMEOUT, problem)
-    axes = _axes(_table(data, "axes", problem), problem)
-    if data.get("axes") == {}:
-        problem("axes", {}, 'at least one axis, e.g. transformers = ["5.x"]')
-    subjects = _subjects(data.get("subjects"), problem)
-    exclude = _exclude(data.get("exclude", []), axes, problem)
-
-    if problems:
-        raise MatrixError(problems)
-    return MatrixSpec(path, name, requirements, axes, subjects, timeout, cell_timeout, exclude, probes)
+    at = Context(Path(path), "")
+    top = section(data, TOP_KEYS, "", at, "the top level")
+    matrix = top["matrix"] or {}
+    axes = top["axes"] or ()
+    exclude = _exclude_axes(top["exclude"] or (), axes, at)
+    if at.problems:
+        raise MatrixError(at.problems)
+    return MatrixSpec(
+        Path(path),
+        matrix["name"],
+        matrix["requirements"],
+        axes,
+        top["subjects"],
+        matrix["timeout"],
+        matrix["cell_timeout"],
+        exclude,
+        matrix["probes"],
+        matrix["mutants"],
+    )
 
 
-def _table(data: dict[str, Any], key: str, problem) -> dict[str, Any]:
-    table = data.get(key)
-    if not isinstance(table, dict):
-        problem(key, table, f"required table [{key}]")
-        return {}
-    return table
+def section(table: dict[str, Any], keys: dict[str, Key], prefix: str, at: Context, header: str) -> dict[str, Any]:
+    """Validate one table against its registry of known keys; every known key is in the result (or its default)."""
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        here = at.at(dotted(prefix, key))
+        if key in keys:
+            out[key] = keys[key].check(value, here)
+        else:
+            here.problem(value, unknown_key(key, keys, header))
+    for key, spec in keys.items():
+        if key not in table:
+            if spec.required:
+                at.at(dotted(prefix, key)).problem(_MISSING, spec.required)
+            out[key] = spec.default
+    return out
 
 
-def _seconds(table: dict[str, Any], key: str, default: float, problem) -> float:
-    value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        problem(f"matrix.{key}", value, "a positive number of seconds")
-        return default
-    return float(value)
+def unknown_key(key: str, known: dict[str, Key], header: str) -> str:
+    """Why `key` is not accepted in the table `header`: where it belongs, or the closest known key."""
+    home = _HOMES.get(key)
+    if home and home != header:
+        moved = "" if header == "the top level" else f"; TOML put it in {header} because it comes after that header"
+        return f"unknown key in {header}: `{key}` belongs in {home}{moved}"
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    if close:
+        return f"unknown key; did you mean `{close[0]}`?"
+    return f"unknown key (known in {header}: {', '.join(known)})"
 
 
-def _requirements(values: Any, path: Path, problem) -> tuple[str, ...]:
+def _as_table(value: Any, at: Context) -> dict[str, Any] | None:
+    if not isinstance(value, dict):
+        at.problem(value, f"a table: write [{at.key}] on a line of its own, then its keys below it")
+        return None
+    return value
+
+
+def _matrix(value: Any, at: Context) -> dict[str, Any] | None:
+    table = _as_table(value, at)
+    if table is None:
+        return None
+    return section(table, MATRIX_KEYS, "matrix", at, "[matrix]")
+
+
+def _name(value: Any, at: Context) -> str | None:
+    if not isinstance(value, str) or not _NAME.fullmatch(value) or len(value) > NAME_LIMIT:
+        at.problem(value, f"letters, digits, '.', '_' or '-', at most {NAME_LIMIT} characters")
+        return None
+    return value
+
+
+def _text(value: Any, at: Context) -> str | None:
+    if not isinstance(value, str):
+        at.problem(value, "a string")
+        return None
+    return value
+
+
+def _seconds(default: float) -> Callable[[Any, Context], float]:
+    def check(value: Any, at: Context) -> float:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not 0 < value <= MAX_SECONDS:  # NaN compares false, so it is refused too
+            at.problem(value, f"a positive number of seconds, at most {MAX_SECONDS:g}")
+            return default
+        return float(value)
+
+    return check
+
+
+def _requirements(values: Any, at: Context) -> tuple[str, ...]:
     if not isinstance(values, list):
-        problem("matrix.requirements", values, "a list of strings")
+        at.problem(values, "a list of strings")
         return ()
     out: list[str] = []
     for index, value in enumerate(values):
-        key = f"matrix.requirements[{index}]"
-        if not isinstance(value, str) or not value.strip():
-            problem(key, value, "a PEP 508 requirement or a local path")
-        elif value.lstrip().startswith("-"):
-            problem(key, value, "installer options are not allowed; a PEP 508 requirement or a local path")
-        elif is_local(value):
-            local = (path.parent / value).expanduser().resolve()
-            if not local.exists():
-                problem(key, value, f"local path does not exist: {local}")
-            out.append(str(local))
-        elif "://" in value:
-            problem(key, value, "URLs are not allowed; a PEP 508 requirement or a local path")
-        else:
-            try:
-                requirement = Requirement(value)
-            except InvalidRequirement as exc:
-                problem(key, value, f"not a PEP 508 requirement ({exc})")
-                continue
-            if requirement.url:
-                problem(key, value, "URLs are not allowed; a PEP 508 requirement or a local path")
-            out.append(str(requirement))
+        parsed = _requirement(value, at.at(f"{at.key}[{index}]"))
+        if parsed is not None:
+            out.append(parsed)
     return tuple(out)
 
 
-def _probe_modules(values: Any, path: Path, problem) -> tuple[str, ...]:
-    """Paths of .py files (relative to the matrix file) or dotted module names that register probes."""
-    if not isinstance(values, list):
-        problem("matrix.probes", values, "a list of .py files or module names")
+def _requirement(value: Any, at: Context) -> str | None:
+    why = "a PEP 508 requirement or a local path"
+    if not isinstance(value, str) or not value.strip():
+        at.problem(value, why)
+    elif value.lstrip().startswith("-"):
+        at.problem(value, f"installer options are not allowed; {why}")
+    elif is_local(value):
+        return _local_path(value, at)
+    elif "://" in value:
+        at.problem(value, f"URLs are not allowed; {why}")
+    else:
+        try:
+            requirement = Requirement(value)
+        except InvalidRequirement as exc:
+            at.problem(value, f"not a PEP 508 requirement ({exc})")
+            return None
+        if requirement.url:
+            at.problem(value, f"URLs are not allowed; {why}")
+            return None
+        return str(requirement)
+    return None
+
+
+def _local_path(value: str, at: Context) -> str | None:
+    try:
+        local = (at.path.parent / Path(value).expanduser()).resolve()
+        exists = local.exists()
+    except (OSError, RuntimeError, ValueError) as exc:  # no such user for ~name, a NUL byte, a name too long
+        at.problem(value, f"not a usable local path ({type(exc).__name__}: {exc})")
+        return None
+    if not exists:
+        at.problem(value, f"local path does not exist: {local}")
+        return None
+    return str(local)
+
+
+def _boolean(value: Any, at: Context) -> bool:
+    if not isinstance(value, bool):
+        at.problem(value, "true or false")
+        return False
+    return value
+
+
+def _each(check: Callable[[Any, Context], str | None], why: str) -> Callable[[Any, Context], tuple[str, ...]]:
+    """A validator of a list of strings, each checked by `check`."""
+
+    def checked(values: Any, at: Context) -> tuple[str, ...]:
+        if not isinstance(values, list):
+            at.problem(values, why)
+            return ()
+        found = [check(value, at.at(f"{at.key}[{index}]")) for index, value in enumerate(values)]
+        return tuple(f for f in found if f is not None)
+
+    return checked
+
+
+def _probe_module(value: Any, at: Context) -> str | None:
+    """A .py file (./, ../ or /, relative to the matrix file) or an importable module name."""
+    if isinstance(value, str) and is_local(value):
+        local = _local_path(value, at)
+        if local is not None and not (local.endswith(".py") and Path(local).is_file()):
+            at.problem(value, f"not a .py file: {local}")
+            return None
+        return local
+    if not isinstance(value, str) or not _MODULE.fullmatch(value):
+        at.problem(value, "a .py file (./, ../ or /) or an importable module name")
+        return None
+    return value
+
+
+def _test(value: Any, at: Context) -> str | None:
+    """A pytest node id or path, relative to the matrix file: `tests/test_x.py::TestClass::test_y`."""
+    if not isinstance(value, str) or not value.strip() or value.startswith("-"):
+        at.problem(value, "a pytest node id or path, relative to the matrix file, e.g. 'tests/test_x.py::TestX'")
+        return None
+    path, sep, rest = value.partition("::")
+    local = _local_path(path if is_local(path) or path.startswith("/") else f"./{path}", at)
+    return None if local is None else local + sep + rest
+
+
+def _axes(value: Any, at: Context) -> tuple[Axis, ...]:
+    table = _as_table(value, at)
+    if table is None:
         return ()
-    out: list[str] = []
-    for index, value in enumerate(values):
-        key = f"matrix.probes[{index}]"
-        if isinstance(value, str) and is_local(value):
-            local = (path.parent / value).expanduser().resolve()
-            if local.suffix != ".py" or not local.is_file():
-                problem(key, value, f"not a .py file: {local}")
-            out.append(str(local))
-        elif isinstance(value, str) and _MODULE.match(value):
-            out.append(value)
-        else:
-            problem(key, value, "a .py file (./, ../ or /) or an importable module name")
-    return tuple(out)
-
-
-def _axes(table: dict[str, Any], problem) -> tuple[Axis, ...]:
+    if not table:
+        at.problem(table, 'at least one axis, e.g. transformers = ["5.x"]')
     axes: list[Axis] = []
     for package, values in table.items():
-        key = f"axes.{package}"
-        if package != PYTHON and not _NAME.match(package):
-            problem(key, values, "not a package name")
-            continue
-        if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
-            problem(key, values, "a non-empty list of version strings")
-            continue
-        for value in values:
-            try:
-                if package == PYTHON:
-                    Version(value)
-                else:
-                    axis_requirement(package, value)
-            except (ValueError, InvalidVersion) as exc:
-                problem(key, value, str(exc))
-        if len(set(values)) != len(values):
-            problem(key, values, "duplicate values")
-        axes.append(Axis(PYTHON if package == PYTHON else canonicalize_name(package), tuple(values)))
+        here = at.at(dotted("axes", package))
+        if package in _HOMES:
+            here.problem(values, f"not a package: {unknown_key(package, {}, '[axes]')}")
+        elif package != PYTHON and not _NAME.fullmatch(package):
+            here.problem(values, "not a package name")
+        elif not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+            here.problem(values, "a non-empty list of version strings")
+        else:
+            _axis_values(package, values, here)
+            axes.append(Axis(PYTHON if package == PYTHON else canonicalize_name(package), tuple(values)))
     return tuple(axes)
 
 
-def _subjects(values: Any, problem) -> tuple[Subject, ...]:
+def _axis_values(package: str, values: list[str], at: Context) -> None:
+    for value in values:
+        try:
+            if package == PYTHON:
+                Version(value)
+            else:
+                axis_specifier(value)
+        except (ValueError, InvalidVersion) as exc:
+            at.problem(value, str(exc))
+    if len(set(values)) != len(values):
+        at.problem(values, "duplicate values")
+
+
+def _subjects(values: Any, at: Context) -> tuple[Subject, ...]:
+    if isinstance(values, dict):
+        at.problem(values, "a list of tables: write [[subjects]] (two brackets) above each subject")
+        return ()
     if not isinstance(values, list) or not values:
-        problem("subjects", values, "at least one [[subjects]] table")
+        at.problem(values, "at least one [[subjects]] table")
         return ()
     subjects: list[Subject] = []
     for index, table in enumerate(values):
-        key = f"subjects[{index}]"
-        for extra in table.keys() - _KNOWN["subjects"]:
-            problem(f"{key}.{extra}", table[extra], "unknown key")
-        target = table.get("target")
-        if not isinstance(target, str) or not _TARGET.match(target):
-            problem(f"{key}.target", target, "required, as 'module:Class'")
-        methods = table.get("methods", [])  # none: every discovered override that a probe covers
-        if (
-            not isinstance(methods, list)
-            or ("methods" in table and not methods)
-            or not all(isinstance(m, str) and m.isidentifier() for m in methods)
-        ):
-            problem(f"{key}.methods", methods, "a non-empty list of method names, or leave it out")
-            methods = []
-        factory = table.get("factory")
-        if factory is not None and (not isinstance(factory, str) or not _TARGET.match(factory)):
-            problem(f"{key}.factory", factory, "as 'module:callable'")
-        if target in {s.target for s in subjects}:
-            problem(f"{key}.target", target, "listed twice; each subject once")
-        expect = _expectations(table.get("expect", {}), f"{key}.expect", problem)
-        catches = _catches(table.get("catches", []), f"{key}.catches", problem)
-        subjects.append(Subject(str(target), tuple(methods), factory, expect, catches))
+        here = at.at(f"subjects[{index}]")
+        if not isinstance(table, dict):
+            here.problem(table, "a [[subjects]] table with target = 'module:Class'")
+            continue
+        keys = section(table, SUBJECT_KEYS, here.key, here, "[[subjects]]")
+        target = keys["target"]
+        if target is not None and target in {s.target for s in subjects}:
+            here.at(f"{here.key}.target").problem(target, "listed twice; each subject once")
+        subjects.append(
+            Subject(str(target), keys["methods"], keys["factory"], keys["expect"], keys["catches"], keys["tests"])
+        )
     return tuple(subjects)
 
 
-def _exclude(rules: Any, axes: tuple[Axis, ...], problem) -> tuple[tuple[tuple[str, str], ...], ...]:
-    if not isinstance(rules, list) or not all(isinstance(r, dict) and r for r in rules):
-        problem("exclude", rules, "[[exclude]] tables of axis = value")
+def _target(value: Any, at: Context) -> str | None:
+    if not isinstance(value, str) or not _TARGET.fullmatch(value):
+        at.problem(value, "as 'module:Class'")
+        return None
+    return value
+
+
+def _factory(value: Any, at: Context) -> str | None:
+    if not isinstance(value, str) or not _TARGET.fullmatch(value):
+        at.problem(value, "as 'module:callable'")
+        return None
+    return value
+
+
+def _methods(value: Any, at: Context) -> tuple[str, ...]:
+    names = isinstance(value, list) and all(isinstance(m, str) and _identifier(m) for m in value)
+    if not names or not value:
+        at.problem(value, "a non-empty list of method names, or leave it out")
         return ()
-    values = {axis.package: axis.values for axis in axes}
-    out = []
-    for index, rule in enumerate(rules):
-        for axis, value in rule.items():
-            if axis not in values:
-                problem(f"exclude[{index}].{axis}", value, f"not an axis (axes: {', '.join(values)})")
-            elif value not in values[axis]:
-                problem(f"exclude[{index}].{axis}", value, f"not one of the axis values {list(values[axis])}")
-        out.append(tuple(sorted(rule.items())))
-    return tuple(out)
+    return tuple(value)
 
 
-def _expectations(table: Any, key: str, problem) -> tuple[tuple[str, str], ...]:
+def _identifier(name: str) -> bool:
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
+def _expect(table: Any, at: Context) -> tuple[tuple[str, str], ...]:
     if not isinstance(table, dict):
-        problem(key, table, 'a table of version range = verdict, e.g. {">=5.23" = "differs", "*" = "same"}')
+        at.problem(table, 'a table of version range = verdict, e.g. {">=5.23" = "differs", "*" = "same"}')
         return ()
     for spec, verdict in table.items():
+        here = at.at(dotted(at.key, spec))
         if spec != "*":
             try:
                 SpecifierSet(spec)
             except InvalidSpecifier:
-                problem(f'{key}."{spec}"', verdict, f"{spec!r} is not '*' or a PEP 440 specifier")
-        if verdict not in VERDICTS:
-            problem(f'{key}."{spec}"', verdict, f"expected one of {', '.join(VERDICTS)}")
+                here.problem(verdict, f"{show(spec)} is not '*' or a PEP 440 specifier")
+        if not isinstance(verdict, str) or verdict not in VERDICTS:
+            here.problem(verdict, f"expected one of {', '.join(VERDICTS)}")
     return tuple(table.items())
 
 
-def _catches(values: Any, key: str, problem) -> tuple[str, ...]:
-    if not isinstance(values, list) or not all(isinstance(v, str) and _CATCH.match(v) for v in values):
-        problem(key, values, 'a list of "probe.observation" names, e.g. ["kwargs_forwarded.set_a"]')
+def _catches(values: Any, at: Context) -> tuple[str, ...]:
+    if not isinstance(values, list) or not all(isinstance(v, str) and _CATCH.fullmatch(v) for v in values):
+        at.problem(values, 'a list of "probe.observation" names, e.g. ["kwargs_forwarded.set_a"]')
         return ()
     return tuple(values)
+
+
+def _exclude(rules: Any, at: Context) -> tuple[dict[str, Any], ...]:
+    if not isinstance(rules, list) or not all(isinstance(r, dict) and r for r in rules):
+        at.problem(rules, "[[exclude]] tables of axis = value")
+        return ()
+    return tuple(rules)
+
+
+def _exclude_axes(
+    rules: tuple[dict[str, Any], ...], axes: tuple[Axis, ...], at: Context
+) -> tuple[tuple[tuple[str, str], ...], ...]:
+    values = {axis.package: axis.values for axis in axes}
+    out = []
+    for index, rule in enumerate(rules):
+        for axis, value in rule.items():
+            here = at.at(dotted(f"exclude[{index}]", axis))
+            if axis not in values:
+                here.problem(value, f"not an axis (axes: {', '.join(values)})")
+            elif not isinstance(value, str) or value not in values[axis]:
+                here.problem(value, f"not one of the axis values {list(values[axis])}")
+        out.append(tuple(sorted((axis, str(value)) for axis, value in rule.items())))
+    return tuple(out)
+
+
+TOP_KEYS: dict[str, Key] = {
+    "matrix": Key(_matrix, required="required table [matrix] with name = '...'"),
+    "axes": Key(_axes, required='required table [axes], e.g. transformers = ["5.x"]'),
+    "subjects": Key(_subjects, required="at least one [[subjects]] table"),
+    "exclude": Key(_exclude, default=()),
+}
+MATRIX_KEYS: dict[str, Key] = {
+    "name": Key(_name, required="required; letters, digits, '.', '_' or '-'"),
+    "requirements": Key(_requirements, default=()),
+    "timeout": Key(_seconds(DEFAULT_TIMEOUT), default=DEFAULT_TIMEOUT),
+    "cell_timeout": Key(_seconds(DEFAULT_CELL_TIMEOUT), default=DEFAULT_CELL_TIMEOUT),
+    "description": Key(_text),
+    "probes": Key(_each(_probe_module, "a list of .py files or module names"), default=()),
+    "mutants": Key(_boolean, default=False),
+}
+SUBJECT_KEYS: dict[str, Key] = {
+    "target": Key(_target, required="required, as 'module:Class'"),
+    "methods": Key(_methods, default=()),  # left out: every method the subject defines that overrides transformers
+    "factory": Key(_factory),
+    "expect": Key(_expect, default=()),
+    "catches": Key(_catches, default=()),
+    "tests": Key(_each(_test, "a list of pytest node ids or paths"), default=()),
+}
+# Where each known key belongs, to say so when TOML put it in another table.
+_HOMES = {
+    **{key: "[[subjects]]" for key in SUBJECT_KEYS},
+    **{key: "[matrix]" for key in MATRIX_KEYS},
+    **{key: "the top level" for key in TOP_KEYS},
+}
 
 
 def matrix_files(selected: str | None, default_dir: Path) -> list[Path]:

@@ -45,6 +45,8 @@ def decide(subject: SubjectResult, cell: CellResult | None = None) -> Verdict:
         return Verdict(cell.status, cell.reason)
     if subject.status != OK:
         return Verdict(subject.status, subject.reason)
+    if not subject.methods:
+        return Verdict(NO_PROBE, "nothing to audit: the class overrides no method of transformers")
     if not subject.probes:
         return Verdict(NO_PROBE, f"no probe exercises {_names(subject.methods)}")
     differing = [o for o in subject.observations if o.carries and not o.same]

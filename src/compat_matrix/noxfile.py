@@ -1,0 +1,15 @@
+"""The nox sessions that `compat-matrix run` starts, from whatever folder it runs in: one per cell of the matrix
+files it names (COMPAT_MATRIX), and `matrix`. See compat_matrix.sessions."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nox
+
+from compat_matrix import sessions
+
+nox.needs_version = ">=2026.8.10"  # allow_parallel; the same bound as in pyproject.toml
+
+sessions.register(sessions.plan(Path(os.environ.get(sessions.HOME_VARIABLE) or Path.cwd()), Path(__file__), os.environ))

@@ -1,0 +1,262 @@
+"""The nox sessions of a matrix run: one per cell, and `matrix` (every cell in parallel lanes, then the report).
+
+    plan(home, noxfile, environ)    the matrix files (COMPAT_MATRIX, else home/matrix/*.toml), their cells, and
+                                    where their reports go (COMPAT_MATRIX_REPORTS, else each file's reports folder)
+    register(plan)                  one nox session per cell, and `matrix`
+    run_matrix(plan, ...)           the cells in parallel lanes (a nested nox on `plan.noxfile`), then the report
+
+Both noxfiles use this: the one packaged with compat-matrix (what `compat-matrix run` starts, from any folder) and
+this repository's, which adds its development sessions. The nested nox rebuilds the same plan from the variables
+`run_matrix` hands it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import nox
+
+from compat_matrix import cells, envs, exits, progress, spec
+from compat_matrix.results import write_text_atomic
+
+FILES_VARIABLE = "COMPAT_MATRIX"  # matrix files, separated by os.pathsep
+REPORTS_VARIABLE = "COMPAT_MATRIX_REPORTS"  # one reports folder for every file
+HOME_VARIABLE = "COMPAT_MATRIX_HOME"  # the folder whose matrix/ and reports/ are the defaults
+LANES_VARIABLE = "COMPAT_MATRIX_LANES"  # cells at once
+CACHED_VARIABLE = "COMPAT_MATRIX_CACHED"  # "1": reuse results whose fingerprint is unchanged (`--cached`)
+MUTANTS_VARIABLE = "COMPAT_MATRIX_MUTANTS"  # "1": run the tests against broken overrides too (`--mutants`)
+CELL_MEMORY = 2 * 1024**3  # bytes one cell takes at most, about: torch, transformers, a tiny model
+# Options of the nox that runs `matrix` that the cells' nox needs too, and whether each takes a value.
+FORWARDED = {
+    "--reuse-venv": True,
+    "-r": False,
+    "--reuse-existing-virtualenvs": False,
+    "--no-reuse-existing-virtualenvs": False,
+    "-R": False,
+    "--no-install": False,
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    home: Path
+    noxfile: Path  # the noxfile whose sessions run the cells
+    files: tuple[Path, ...]
+    specs: tuple[spec.MatrixSpec, ...]
+    problems: tuple[str, ...]  # a bad file runs nothing; the report command says what is wrong
+    override: Path | None  # one reports folder for every file
+
+    def folder(self, matrix: spec.MatrixSpec) -> Path:
+        return self.override or cells.reports_folder(matrix.path, self.home)
+
+    @property
+    def cells(self) -> list[tuple[spec.MatrixSpec, cells.Cell]]:
+        return [] if self.problems else [(s, c) for s in self.specs for c in cells.cells(s)]
+
+    def environ(self) -> dict[str, str]:
+        """The variables that make a nox on `noxfile` plan exactly this run."""
+        environ = {**os.environ, FILES_VARIABLE: os.pathsep.join(map(str, self.files)), HOME_VARIABLE: str(self.home)}
+        environ.pop(REPORTS_VARIABLE, None)
+        return environ | ({REPORTS_VARIABLE: str(self.override)} if self.override else {})
+
+
+def plan(home: Path, noxfile: Path, environ: Mapping[str, str]) -> Plan:
+    files = spec.matrix_files(environ.get(FILES_VARIABLE), Path(home) / "matrix")
+    specs, problems = spec.load_all(files)
+    if environ.get(MUTANTS_VARIABLE) == "1":
+        specs = [replace(s, mutants=True) for s in specs]
+    reports = environ.get(REPORTS_VARIABLE)
+    return Plan(
+        Path(home).resolve(),
+        Path(noxfile).resolve(),
+        tuple(files),
+        tuple(specs),
+        tuple(problems),
+        Path(reports).resolve() if reports else None,
+    )
+
+
+def noxfile_in(envdir: Path, packaged: Path) -> Path:
+    """A copy of the packaged noxfile in `envdir`, for nox to run: nox works in its noxfile's folder, and uv refuses
+    to work inside its own cache, which is where `uvx` keeps compat-matrix."""
+    copy = Path(envdir) / "compat-matrix-noxfile.py"
+    text = Path(packaged).read_text(encoding="utf-8")
+    if not copy.exists() or copy.read_text(encoding="utf-8") != text:
+        write_text_atomic(copy, text)
+    return copy
+
+
+def lanes(environ: Mapping[str, str], cpus: int, memory: int) -> int:
+    """Cells at once: COMPAT_MATRIX_LANES, else one per core, and no more than the memory holds (CELL_MEMORY each)."""
+    value = environ.get(LANES_VARIABLE, "").strip()
+    if value:
+        if not (value.isascii() and value.isdecimal()) or int(value) < 1:
+            raise ValueError(f"{LANES_VARIABLE} = {spec.show(value)}: a whole number of cells at once, at least 1")
+        return int(value)
+    return max(1, min(cpus, memory // CELL_MEMORY))
+
+
+def physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return CELL_MEMORY * (os.cpu_count() or 1)
+
+
+def forwarded(argv: Sequence[str]) -> list[str]:
+    """The options in a nox command line (up to `--`) that the cells' nox must get too."""
+    args = list(argv[1:])
+    args = args[: args.index("--")] if "--" in args else args
+    out: list[str] = []
+    for index, arg in enumerate(args):
+        name, equals, _ = arg.partition("=")
+        if name in FORWARDED:
+            takes_value = FORWARDED[name] and not equals and index + 1 < len(args)
+            out += [arg, args[index + 1]] if takes_value else [arg]
+    return out
+
+
+def register(run: Plan, with_matrix: bool = True) -> None:
+    """One session per cell (what CI shards on), and `matrix`."""
+    nox.options.default_venv_backend = "uv"
+    nox.options.reuse_venv = "yes"
+    os.environ.update(envs.uv_environment(os.environ))
+    for matrix_spec, cell in run.cells:
+        cell_session(matrix_spec, cell, run.folder(matrix_spec))
+    if not with_matrix:
+        return
+
+    def matrix(session: nox.Session) -> None:
+        """Run every cell of the matrix files, then write their reports (<name>.md, .json and .csv)."""
+        matrix_session(session, run)
+
+    nox.session(name="matrix", python=False)(matrix)
+
+
+def cell_session(matrix_spec: spec.MatrixSpec, cell: cells.Cell, reports: Path) -> None:
+    """The session of one cell. It fails when the cell could not run; its result file says why either way."""
+
+    def run(session: nox.Session) -> None:
+        python = Path(session.bin) / "python"
+        cached = os.environ.get(CACHED_VARIABLE) == "1"
+        result = envs.run_cell(matrix_spec, cell, python, reports, log=session.log, cached=cached)
+        why = envs.could_not_run(result)
+        if why:
+            session.error(f"{cell.id} could not run: {why}")
+
+    def unavailable(session: nox.Session) -> None:
+        envs.write_unavailable(matrix_spec, cell, reports)
+        session.error(f"{cell.id} could not run: {envs.NO_INTERPRETER}: python {cell.python}")
+
+    if cell.python and not envs.python_available(cell.python):
+        nox.session(name=cell.id, python=False, default=False, allow_parallel=True)(unavailable)
+    else:
+        nox.session(name=cell.id, python=cell.python, default=False, allow_parallel=True)(run)
+
+
+def matrix_session(session: nox.Session, run: Plan) -> None:
+    """`nox -s matrix [-- --cached --mutants --baseline OLD.json]`: ends nox with the documented exit code."""
+    cached = "--cached" in session.posargs
+    if "--mutants" in session.posargs:
+        os.environ[MUTANTS_VARIABLE] = "1"
+        run = plan(run.home, run.noxfile, run.environ())
+    options = [arg for arg in session.posargs if arg not in ("--cached", "--mutants")]
+    envdir = Path(session.env_dir).parent
+    code = guarded(lambda: run_matrix(run, None, envdir, forwarded(sys.argv), options, cached))
+    if code:
+        sys.exit(code)
+
+
+def guarded(body: Callable[[], int]) -> int:
+    """`body()`'s exit code; an unexpected error is exit code 4 and one line saying where its traceback is."""
+    try:
+        return body()
+    except Exception as exc:
+        print(exits.unexpected(exc), file=sys.stderr, flush=True)
+        return exits.UNEXPECTED
+
+
+def run_matrix(
+    run: Plan,
+    ids: Sequence[str] | None,
+    envdir: Path,
+    nox_options: Sequence[str],
+    report_options: Sequence[str],
+    cached: bool,
+    report: bool = True,
+) -> int:
+    """Run the cells (`ids`, else all) in parallel lanes, then the report (unless `report` is false: then the exit
+    code is 0 or 3, from the cells alone). One run at a time per reports folder."""
+    try:
+        width = lanes(os.environ, os.cpu_count() or 1, physical_memory())
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        print(exits.exit_line(exits.BAD_INPUT, []), flush=True)
+        return exits.BAD_INPUT
+    selected = [(s, c) for s, c in run.cells if ids is None or c.id in ids]
+    folders = sorted({run.folder(s) for s, _ in selected}) or [run.override or run.home / "reports"]
+    command = [sys.executable, "-m", "compat_matrix.cli", "report", "--wait"]
+    command += [*(["--reports", str(run.override)] if run.override else []), *map(str, run.files), *report_options]
+    path = os.pathsep.join(p for p in (str(envs.SOURCE), os.environ.get("PYTHONPATH")) if p)
+    with ExitStack() as stack:
+        for folder in folders:
+            stack.enter_context(envs.run_lock(folder, log=envs.say))
+        # Started first, so that its imports (pandas) overlap the cells; it reads the results once told to.
+        environ = {**os.environ, "PYTHONPATH": path}
+        merge = (
+            subprocess.Popen(command, stdin=subprocess.PIPE, text=True, cwd=run.home, env=environ) if report else None
+        )
+        interrupted = False
+        try:
+            if selected:
+                interrupted = run_cells(run, selected, envdir, nox_options, width, cached)
+        finally:
+            if merge:
+                merge.communicate("go\n")
+    if interrupted:
+        return exits.INTERRUPTED
+    return merge.returncode if merge else cells_code(run, selected)
+
+
+def run_cells(
+    run: Plan,
+    selected: Sequence[tuple[spec.MatrixSpec, cells.Cell]],
+    envdir: Path,
+    nox_options: Sequence[str],
+    width: int,
+    cached: bool,
+) -> bool:
+    """The cells' sessions in a nested nox (so one cell never stops another), `width` at once, with a progress
+    line per finished cell; returns whether the run was interrupted (Ctrl-C, SIGTERM)."""
+    nested = [sys.executable, "-m", "nox", "-f", str(run.noxfile), "--envdir", str(envdir), *nox_options]
+    nested += ["--parallel", str(width), "-s", *(cell.id for _, cell in selected)]
+    environ = run.environ() | {CACHED_VARIABLE: "1" if cached else "0"}
+    watched = progress.tracked([(c.id, cells.result_path(run.folder(s), c)) for s, c in selected])
+    watcher = progress.Watcher(watched, width, envs.say, envs.progress_line)
+    _, interrupted = envs.run_watched(nested, environ, watcher.tick)
+    return interrupted
+
+
+def cells_code(run: Plan, selected: Sequence[tuple[spec.MatrixSpec, cells.Cell]]) -> int:
+    """0 when every selected cell ran, else 3; says so in one line."""
+    failed = []
+    for matrix_spec, cell in selected:
+        path = cells.result_path(run.folder(matrix_spec), cell)
+        try:
+            why = envs.could_not_run(envs.read_cell_result(path))
+        except envs.ResultFileError as exc:
+            why = f"no usable result ({exc})"
+        if why:
+            failed.append(f"{cell.id} ({why})")
+    code = exits.CELL_FAILED if failed else exits.OK
+    what = (
+        f"{exits.plural(len(failed), 'cell')} could not run" if failed else f"{exits.plural(len(selected), 'cell')} ran"
+    )
+    print(exits.exit_line(code, failed, what), flush=True)
+    return code
