@@ -9,6 +9,7 @@ import hashlib
 import itertools
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,10 @@ def _digest(text: str) -> str:
 
 
 def cells(spec: MatrixSpec) -> list[Cell]:
-    """The product of the axes, in file order (first axis slowest), less the combinations `exclude` drops."""
+    """The product of the axes, in file order (first axis slowest), less the combinations `exclude` drops. Sweeps
+    must have been expanded (resolve.expand)."""
+    if spec.sweeps:
+        raise ValueError(f"{spec.path}: sweeps not expanded into releases")
     names = [axis.package for axis in spec.axes]
     product = [
         Cell(spec.name, tuple(zip(names, values, strict=True)))
@@ -73,15 +77,19 @@ def cells(spec: MatrixSpec) -> list[Cell]:
     return [cell for cell in product if not any(set(rule) <= set(cell.axes) for rule in spec.exclude)]
 
 
-def install_args(spec: MatrixSpec, cell: Cell) -> list[str]:
-    """What the installer gets: the cell's pins, then the matrix's requirements (names or local paths).
+def install_args(spec: MatrixSpec, cell: Cell, pins: Mapping[str, str] | None = None) -> list[str]:
+    """What the installer gets: the cell's pins (exactly the release `pins` resolved a ranged value to, where it
+    did), the matrix's requirements (names or local paths), and `--exclude-newer` when the matrix sets it.
 
     A local project is rebuilt whenever the environment is installed (its contents are part of the environment's
     fingerprint), so an edit to its code is what the probes see; uv would otherwise keep the copy it installed.
     """
+    pins = pins or {}
     local = [name for r in spec.requirements if is_local(r) and (name := project_name(Path(r)))]
     pytest = ["pytest"] if any(s.tests for s in spec.subjects) else []  # only to run the subjects' own tests
-    return [*cell.pins, *spec.requirements, *pytest, *(f"--reinstall-package={name}" for name in local)]
+    pinned = [f"{a}=={pins[a]}" if a in pins else axis_requirement(a, v) for a, v in cell.axes if a != PYTHON]
+    newer = [f"--exclude-newer={spec.exclude_newer}"] if spec.exclude_newer else []
+    return [*pinned, *spec.requirements, *pytest, *newer, *(f"--reinstall-package={name}" for name in local)]
 
 
 def local_requirements(spec: MatrixSpec) -> list[Path]:

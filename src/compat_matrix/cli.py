@@ -9,7 +9,6 @@ written to a file.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import signal
@@ -18,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from compat_matrix import __version__, cells, collect, conclude, exits, render, resolve, verdict
+from compat_matrix import __version__, bisect, cells, collect, conclude, exits, render, resolve, verdict
 from compat_matrix.baseline import BaselineError, compare, failing, load_report
 from compat_matrix.probes import titles
 from compat_matrix.results import OK, CellResult, write_json_atomic, write_text_atomic
@@ -59,7 +58,9 @@ def make_report(spec: MatrixSpec, results: list[CellResult], baseline: dict | No
     subjects = conclude.add_conclusions(verdict.add_verdicts(collected.subjects), titles())
     unmet = tuple(verdict.unmet_expectations(subjects, spec.subjects))
     file = display_path(spec.path)
-    meta = render.ReportMeta(spec.name, file, f"COMPAT_MATRIX={file} nox -s matrix", spec.subjects)
+    newer = f" -- --exclude-newer={spec.exclude_newer}" if spec.exclude_newer else ""
+    command = f"COMPAT_MATRIX={file} nox -s matrix{newer}"
+    meta = render.ReportMeta(spec.name, file, command, spec.subjects, spec.exclude_newer)
     report = render.Report(
         meta, replace(collected, subjects=subjects), conclude.summaries(subjects, spec.subjects), unmet
     )
@@ -118,7 +119,7 @@ def write_report(reports: Path, name: str, built: Built) -> list[Path]:
 def cmd_report(args: argparse.Namespace) -> int:
     if args.wait:
         wait_for_go()
-    specs = _load(args.files)
+    specs = _for_run(_load(args.files))
     baselines = _baselines(args.baseline, specs)
     built = []
     for spec in specs:
@@ -180,7 +181,16 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    specs = _load(args.files)
+    loaded = _load(args.files)
+    for spec in loaded:
+        lookup = resolve.lookup(os.environ, spec.exclude_newer)
+        try:
+            found = resolve.expansions(spec, lookup)
+        except MatrixError:
+            continue  # said below, by _for_run
+        for package, sweep, versions in found:
+            print(f"{display_path(spec.path)}: {package} {sweep}: {', '.join(map(str, versions))}", file=sys.stderr)
+    specs = _for_run(loaded)
     listed = [
         {"session": c.id, "matrix": s.name, "file": display_path(s.path), "requested": c.requested}
         for s in specs
@@ -196,16 +206,24 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     specs = _load(args.files)
     problems: list[str] = []
-    lookup = functools.cache(resolve.releases)
     for spec in specs:
-        print(f"{display_path(spec.path)}: {exits.plural(len(cells.cells(spec)), 'cell')}")
         if args.offline:
+            count = (
+                "sweeps, listed from the package index" if spec.sweeps else exits.plural(len(cells.cells(spec)), "cell")
+            )
+            print(f"{display_path(spec.path)}: {count}")
             continue
+        lookup = resolve.lookup(os.environ, spec.exclude_newer)
         try:
-            lines, found = resolve.check_axes(spec, lookup)
+            expanded = resolve.expand(spec, lookup)
+            lines, found = resolve.check_axes(expanded, lookup)
         except resolve.ResolveError as exc:
             print(f"warning: axes not checked against the package index: {exc} (--offline skips it)", file=sys.stderr)
             continue
+        except MatrixError as exc:
+            problems += exc.problems
+            continue
+        print(f"{display_path(spec.path)}: {exits.plural(len(cells.cells(expanded)), 'cell')}")
         print("\n".join(f"  {line}" for line in lines))
         problems += found
     if problems:
@@ -228,6 +246,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         os.environ[sessions.LANES_VARIABLE] = str(args.lanes)
     if args.mutants:
         os.environ[sessions.MUTANTS_VARIABLE] = environ[sessions.MUTANTS_VARIABLE] = "1"
+    if args.exclude_newer:
+        os.environ[sessions.EXCLUDE_NEWER_VARIABLE] = environ[sessions.EXCLUDE_NEWER_VARIABLE] = args.exclude_newer
     run = sessions.plan(home, NOXFILE, environ)
     if run.problems:
         raise MatrixError(list(run.problems))
@@ -241,11 +261,38 @@ def cmd_run(args: argparse.Namespace) -> int:
     return sessions.run_matrix(run, args.cell or None, envdir, [], options, args.cached, report=not args.cell)
 
 
+def cmd_bisect(args: argparse.Namespace) -> int:
+    """The first release in a range whose verdict (or one observation) for a subject differs from the oldest's."""
+    from compat_matrix import sessions  # imports nox: only the commands that run cells need it
+
+    home = Path.cwd()
+    environ = dict(os.environ)
+    if args.files:
+        environ[sessions.FILES_VARIABLE] = os.pathsep.join(str(f.resolve()) for f in args.files)
+    if args.reports:
+        environ[sessions.REPORTS_VARIABLE] = str(args.reports.resolve())
+    if args.lanes:
+        os.environ[sessions.LANES_VARIABLE] = str(args.lanes)
+    run = sessions.plan(home, NOXFILE, environ)
+    envdir = (args.envdir or home / ".nox").resolve()
+    if not run.problems:
+        run = replace(run, noxfile=sessions.noxfile_in(envdir, NOXFILE))
+    return sessions.run_bisect(run, args, envdir, [])
+
+
 def _load(files: list[Path]) -> list[MatrixSpec]:
     specs, problems = load_all(files)
     if problems:
         raise MatrixError(problems)
     return specs
+
+
+def _for_run(specs: list[MatrixSpec]) -> list[MatrixSpec]:
+    """The specs as a run uses them (the run's --exclude-newer, sweeps expanded); MatrixError for what stops it."""
+    ready, problems = resolve.for_run(specs, os.environ)
+    if problems:
+        raise MatrixError(problems)
+    return ready
 
 
 def parser() -> argparse.ArgumentParser:
@@ -308,6 +355,28 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         metavar="ID",
         help="run only this cell (repeatable; `compat-matrix list` names them) and write no report: exit 0 or 3",
     )
+
+    run.add_argument("--exclude-newer", metavar="DATE", help="resolve and install releases as of this date (UTC)")
+
+    bisecting = command(
+        "bisect",
+        cmd_bisect,
+        "find the first release in a range whose verdict for a subject differs",
+        "Tests the range's oldest release and then as few releases as it can, every lane a round, until the first\n"
+        "release whose verdict (or --observation) differs from the oldest's; assumes it changes once in the range.\n"
+        "Other axes stay at their first value. Reuses environments and results of earlier runs; prints each round\n"
+        "and writes DIR/<name>.bisect.json. The same as `nox -s bisect -- ...` in compat-matrix's repository.",
+        (exits.OK, exits.BAD_INPUT, exits.CELL_FAILED, exits.INTERRUPTED),
+    )
+    bisecting.add_argument(
+        "files", nargs="*", type=Path, metavar="FILE.toml", help="matrix files (default: matrix/*.toml)"
+    )
+    bisect.add_arguments(bisecting)
+    bisecting.add_argument("--reports", type=Path, metavar="DIR", help="folder for the answer (default: as for `run`)")
+    bisecting.add_argument(
+        "--envdir", type=Path, metavar="DIR", help="where the environments are kept (default: ./.nox)"
+    )
+    bisecting.add_argument("--lanes", type=positive, metavar="N", help="cells at once (sets COMPAT_MATRIX_LANES)")
 
     report = command(
         "report",

@@ -1,7 +1,12 @@
 """A cell's environment: install its pins with uv, run the probe runner in it, always leave a result file.
 
-Called from the cell's nox session (uv backend), which has created the virtual environment. Standard library only.
-Whatever goes wrong here becomes a labelled CellResult, so one bad cell never stops the matrix.
+Called from the cell's nox session (uv backend), which has created the virtual environment. Whatever goes wrong
+here becomes a labelled CellResult, so one bad cell never stops the matrix.
+
+An environment is installed again when its fingerprint changes: the install arguments (with ranged axis values
+pinned to the release the index offers today, `resolve.pins`) and the contents of local requirements. It is
+installed in place, except when something it was installed with is no longer asked for (a requirement removed,
+`--exclude-newer` changed): then it is emptied first (`uv venv --clear`), so nothing stale stays in it.
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from compat_matrix.cells import CELLS_DIR, Cell, install_args, local_requirements, result_path, runner_request
 from compat_matrix.progress import INSTALLING, PROBING, STARTED, state_path, write_state
@@ -31,7 +39,7 @@ from compat_matrix.results import (
     read_cell_result,
     write_json_atomic,
 )
-from compat_matrix.spec import MatrixSpec
+from compat_matrix.spec import MatrixSpec, is_local
 from compat_matrix.verdict import decide
 
 INSTALL_FAILED = "install-failed"
@@ -71,15 +79,25 @@ def failed_result(spec: MatrixSpec, cell: Cell, status: str, reason: str) -> Cel
     return CellResult(spec.name, cell.id, cell.requested, status=status, reason=reason)
 
 
-def run_cell(spec: MatrixSpec, cell: Cell, python: Path, reports: Path, log=print, cached: bool = False) -> CellResult:
+def run_cell(
+    spec: MatrixSpec,
+    cell: Cell,
+    python: Path,
+    reports: Path,
+    log=print,
+    cached: bool = False,
+    pins: Mapping[str, str] | None = None,
+) -> CellResult:
     """Install the cell's pins into the environment of `python` (unless it already has exactly them), run the
-    probes, write and return the result. With `cached`, an earlier ok result with the same fingerprint is reused."""
+    probes, write and return the result. `pins`: the release each ranged axis value resolves to today
+    (resolve.pins). With `cached`, an earlier ok result with the same fingerprint is reused."""
     out = result_path(reports, cell)
     # SIGTERM (a CI runner, or nox stopping its parallel sessions) unwinds like Ctrl-C, so the runner's process
     # group is stopped on the way out and no half-written result is left: results are only ever renamed in whole.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     start = time.monotonic()
-    environment = environment_key(spec, cell, reports)
+    args = install_args(spec, cell, pins)
+    environment = environment_key(spec, cell, reports, pins)
     key = fingerprint(environment, suite_key(), json.dumps(runner_request(spec, cell), sort_keys=True))
     previous = _previous(out) if cached else None
     if previous is not None and previous.status == "ok" and previous.cache_key == key:
@@ -89,7 +107,7 @@ def run_cell(spec: MatrixSpec, cell: Cell, python: Path, reports: Path, log=prin
         started = time.time()
         write_state(out, STARTED, started)
         try:
-            result = _install(spec, cell, python, environment, deadline, log, out, started)
+            result = _install(spec, cell, python, (environment, args), deadline, log, out, started)
             result = result or _probe(spec, cell, python, out, deadline, started)
         finally:
             state_path(out).unlink(missing_ok=True)
@@ -169,11 +187,52 @@ def _kept_folder(folder: Path, root: Path, kept: dict[Path, bool]) -> bool:
     return kept[folder]
 
 
-def environment_key(spec: MatrixSpec, cell: Cell, reports: Path | None = None) -> str:
-    """What the environment must hold: the install arguments, and the contents of local requirements (less the
-    reports folder, when the matrix file sits inside one of them)."""
+def environment_key(
+    spec: MatrixSpec, cell: Cell, reports: Path | None = None, pins: Mapping[str, str] | None = None
+) -> str:
+    """What the environment must hold: the install arguments (ranged values pinned as `pins` say), and the contents
+    of local requirements (less the reports folder, when the matrix file sits inside one of them)."""
     skip = [reports] if reports else []
-    return fingerprint(json.dumps(install_args(spec, cell)), *(tree_key(p, skip) for p in local_requirements(spec)))
+    args = json.dumps(install_args(spec, cell, pins))
+    return fingerprint(args, *(tree_key(p, skip) for p in local_requirements(spec)))
+
+
+def asked(args: Iterable[str]) -> frozenset[str]:
+    """What an install asks for, versions apart: each requirement's distribution (a local project by its path) and
+    each installer option that stays. A new release of something still asked for is installed in place."""
+    out = set()
+    for arg in args:
+        if arg.startswith("--reinstall-package="):
+            continue
+        try:
+            out.add(arg if arg.startswith("-") or is_local(arg) else canonicalize_name(Requirement(arg).name))
+        except InvalidRequirement:
+            out.add(arg)
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """What an environment was installed with: its fingerprint, and what was asked for (None: a stamp of an
+    earlier compat-matrix, which did not say)."""
+
+    key: str
+    asked: frozenset[str] | None = None
+
+    def to_json(self) -> dict:
+        return {"key": self.key, "asked": sorted(self.asked or ())}
+
+
+def read_stamp(environment: Path) -> Stamp | None:
+    try:
+        text = (environment / STAMP).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    try:
+        data = json.loads(text)
+        return Stamp(str(data["key"]), frozenset(map(str, data["asked"])))
+    except (ValueError, KeyError, TypeError):
+        return Stamp(text.strip())  # the plain fingerprint written before stamps said what was asked for
 
 
 def suite_key() -> str:
@@ -181,12 +240,15 @@ def suite_key() -> str:
     return fingerprint(*(f.read_text(encoding="utf-8") for f in sorted(PACKAGE.rglob("*.py"))))
 
 
-def find_environment(envdir: Path, spec: MatrixSpec, cell: Cell, reports: Path) -> Path | None:
+def find_environment(
+    envdir: Path, spec: MatrixSpec, cell: Cell, reports: Path, pins: Mapping[str, str] | None = None
+) -> Path | None:
     """The interpreter of an environment in `envdir` installed with exactly the cell's pins, if there is one."""
-    key = environment_key(spec, cell, reports)
-    for stamp in sorted(Path(envdir).glob(f"*/{STAMP}")):
-        if stamp.read_text() == key:
-            return stamp.parent / "bin" / "python"
+    key = environment_key(spec, cell, reports, pins)
+    for path in sorted(Path(envdir).glob(f"*/{STAMP}")):
+        stamp = read_stamp(path.parent)
+        if stamp is not None and stamp.key == key:
+            return path.parent / "bin" / "python"
     return None
 
 
@@ -208,29 +270,43 @@ def _previous(path: Path) -> CellResult | None:
 
 
 def _install(
-    spec: MatrixSpec, cell: Cell, python: Path, environment: str, deadline: float, log, out: Path, started: float
+    spec: MatrixSpec,
+    cell: Cell,
+    python: Path,
+    wanted: tuple[str, list[str]],
+    deadline: float,
+    log,
+    out: Path,
+    started: float,
 ) -> CellResult | None:
-    stamp = python.parent.parent / STAMP
-    if stamp.exists() and stamp.read_text() == environment:
+    """Bring the environment to `wanted` (its fingerprint, and the install arguments): nothing to do when its stamp
+    says it holds exactly that; installed in place when everything it holds is still asked for; else emptied first."""
+    environment, args = wanted
+    home = python.parent.parent
+    stamp = read_stamp(home)
+    if stamp is not None and stamp.key == environment:
         return None  # a warm environment with exactly these pins: nothing to install
-    stamp.unlink(missing_ok=True)
+    (home / STAMP).unlink(missing_ok=True)
     write_state(out, INSTALLING, started)
-    command = [uv_binary(), "pip", "install", "--python", str(python), *install_args(spec, cell)]
-    log(" ".join(command))
-    try:
-        done = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            env={**os.environ, **uv_environment(os.environ)},
-            timeout=max(1.0, deadline - time.monotonic()),
-        )
-    except subprocess.TimeoutExpired:
-        return failed_result(spec, cell, TIMED_OUT, f"install exceeded the cell limit of {spec.cell_timeout:g}s")
-    if done.returncode != 0:
-        log(done.stderr.strip())
-        return failed_result(spec, cell, INSTALL_FAILED, installer_reason(done.stderr + done.stdout))
-    stamp.write_text(environment)
+    commands = [[uv_binary(), "pip", "install", "--python", str(python), *args]]
+    if stamp is not None and (stamp.asked is None or not stamp.asked <= asked(args)):
+        commands.insert(0, [uv_binary(), "venv", "--clear", "--quiet", "--python", str(python), str(home)])
+    for command in commands:
+        log(" ".join(command))
+        try:
+            done = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                env={**os.environ, **uv_environment(os.environ)},
+                timeout=max(1.0, deadline - time.monotonic()),
+            )
+        except subprocess.TimeoutExpired:
+            return failed_result(spec, cell, TIMED_OUT, f"install exceeded the cell limit of {spec.cell_timeout:g}s")
+        if done.returncode != 0:
+            log(done.stderr.strip())
+            return failed_result(spec, cell, INSTALL_FAILED, installer_reason(done.stderr + done.stdout))
+    write_json_atomic(home / STAMP, Stamp(environment, asked(args)).to_json())
     return None
 
 

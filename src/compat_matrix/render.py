@@ -52,6 +52,7 @@ class ReportMeta:
     file: str  # the matrix file, as the reader should type it
     command: str  # reproduces the run
     subjects: tuple[Subject, ...]
+    exclude_newer: str | None = None  # the run resolved and installed releases as of this moment
 
 
 @dataclass(frozen=True)
@@ -230,7 +231,10 @@ def markdown(report: Report) -> str:
     out += ["## Details", ""]
     for subject in meta.subjects:
         out += details(report, subject)
-    out += ["## Versions", "", versions_table(report.collected), "", "## Reproduce", "", "```sh", meta.command, "```"]
+    out += ["## Versions", "", versions_table(report.collected), ""]
+    if meta.exclude_newer:
+        out += [f"Releases as of {meta.exclude_newer} (`exclude_newer`): uploaded later, they were left out.", ""]
+    out += ["## Reproduce", "", "```sh", meta.command, "```"]
     return "\n".join(out) + "\n"
 
 
@@ -256,6 +260,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "matrix": report.meta.name,
         "file": report.meta.file,
         "command": report.meta.command,
+        "exclude_newer": report.meta.exclude_newer,
         "unmet_expectations": list(report.unmet),
         "subjects": [
             {

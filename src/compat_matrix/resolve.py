@@ -2,22 +2,33 @@
 
     releases("transformers")          the versions uv could install: the index (UV_DEFAULT_INDEX, UV_INDEX_URL, else
                                       PyPI) and the local find-links folders (UV_FIND_LINKS, else PIP_FIND_LINKS);
-                                      releases whose every file is yanked are left out
+                                      releases whose every file is yanked are left out; with `before`, as of then
+                                      (PEP 700 upload times, as uv's --exclude-newer; files without one count)
+    lookup(environ, before)           `releases` for one run: the index's answer is kept in a small file for a few
+                                      minutes (`cache_folder`), so the noxfile's import, `nox -l`, the run and its
+                                      cells ask the index once
     resolve("5.x", versions)          the newest release an axis value allows, or None
+    expand(spec, releases_of)         the spec with every sweep replaced by the releases it stands for
+    pins(cell, releases_of)           the release each ranged axis value of a cell resolves to today
 
-Reading the index's answer is pure (`parse_json`, `parse_html`, `versions_in`) and tested on recorded answers;
-`fetch` is the one network call.
+Reading the index's answer is pure (`uploads_json`, `parse_html`, `versions_in`, `sweep`) and tested on recorded
+answers; `fetch` is the one network call.
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime
+import functools
+import hashlib
 import json
 import os
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -30,12 +41,17 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from compat_matrix.cells import Cell
 from compat_matrix.envs import uv_environment
-from compat_matrix.spec import PYTHON, MatrixSpec, axis_specifier, dotted, show
+from compat_matrix.results import write_json_atomic
+from compat_matrix.spec import PYTHON, MatrixError, MatrixSpec, Sweep, axis_specifier, dotted, show, timestamp
 
 PYPI = "https://pypi.org/simple/"
 ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 TIMEOUT = 30.0  # seconds for one answer of the index
+CACHE_SECONDS = 600.0  # how long an answer of the index is taken as today's
+CACHE_VARIABLE = "COMPAT_MATRIX_CACHE"  # the folder of compat-matrix's own cache
+EXCLUDE_NEWER_VARIABLE = "COMPAT_MATRIX_EXCLUDE_NEWER"  # `--exclude-newer` of one run: overrides the files' own
 
 
 class ResolveError(Exception):
@@ -75,10 +91,30 @@ def versions_in(filenames: Iterable[str], package: str) -> set[Version]:
     return {v for name in filenames if (v := version_of(name, package)) is not None}
 
 
+Uploads = dict[Version, "datetime.datetime | None"]  # each release, and when its first file was uploaded if known
+
+
+def uploads_json(text: str, package: str) -> Uploads:
+    """A PEP 691 project page: the versions with at least one file that is not yanked, each with the upload time of
+    its earliest such file (PEP 700 `upload-time`; None when the index does not say)."""
+    found: Uploads = {}
+    for file in json.loads(text).get("files", []):
+        version = None if file.get("yanked") else version_of(file["filename"], package)
+        if version is None:
+            continue
+        uploaded = _moment(file.get("upload-time"))
+        known = found.get(version, uploaded)
+        found[version] = None if uploaded is None or known is None else min(uploaded, known)
+    return found
+
+
+def _moment(text: str | None) -> datetime.datetime | None:
+    return datetime.datetime.fromisoformat(text) if isinstance(text, str) else None
+
+
 def parse_json(text: str, package: str) -> set[Version]:
     """A PEP 691 project page: the versions with at least one file that is not yanked."""
-    files = json.loads(text).get("files", [])
-    return versions_in((f["filename"] for f in files if not f.get("yanked")), package)
+    return set(uploads_json(text, package))
 
 
 class _Anchors(HTMLParser):
@@ -121,22 +157,80 @@ def fetch(url: str) -> str | None:
         raise ResolveError(f"{url}: {getattr(exc, 'reason', exc)}") from None
 
 
-def releases(package: str, environ: Mapping[str, str] = os.environ, get: Callable = fetch) -> tuple[Version, ...]:
-    """Every release of `package` that uv could install here, oldest first."""
-    where = sources(environ)
-    text = get(f"{where.index}{canonicalize_name(package)}/")
-    found: set[Version] = set()
+def index_uploads(package: str, environ: Mapping[str, str] = os.environ, get: Callable = fetch) -> Uploads:
+    """The releases of `package` on the index uv uses, with their upload times: one answer of the index."""
+    index = sources(environ).index
+    text = get(f"{index}{canonicalize_name(package)}/")
     try:
-        if text is not None:
-            found = parse_json(text, package) if text.lstrip().startswith("{") else parse_html(text, package)
+        if text is None:
+            return {}
+        return (
+            uploads_json(text, package) if text.lstrip().startswith("{") else dict.fromkeys(parse_html(text, package))
+        )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ResolveError(f"{where.index}: unreadable answer for {package} ({type(exc).__name__}: {exc})") from None
-    for folder in where.find_links:
+        raise ResolveError(f"{index}: unreadable answer for {package} ({type(exc).__name__}: {exc})") from None
+
+
+def cache_folder(environ: Mapping[str, str]) -> Path:
+    """COMPAT_MATRIX_CACHE, else compat-matrix/ in the user's cache folder (XDG_CACHE_HOME, else ~/.cache)."""
+    if environ.get(CACHE_VARIABLE):
+        return Path(environ[CACHE_VARIABLE])
+    return Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "compat-matrix"
+
+
+def cached_uploads(
+    package: str,
+    environ: Mapping[str, str] = os.environ,
+    get: Callable = fetch,
+    folder: Path | None = None,
+    now: Callable[[], float] = time.time,
+) -> Uploads:
+    """`index_uploads`, taken from a file in `folder` while it is younger than CACHE_SECONDS."""
+    folder = folder or cache_folder(environ) / "index"
+    index = sources(environ).index
+    path = folder / (hashlib.sha256(f"{index}\0{canonicalize_name(package)}".encode()).hexdigest()[:16] + ".json")
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        if kept["index"] == index and 0 <= now() - kept["fetched"] < CACHE_SECONDS:
+            return {Version(v): _moment(t) for v, t in kept["releases"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    fetched = now()
+    found = index_uploads(package, environ, get)
+    releases = {str(v): t.isoformat() if t else None for v, t in sorted(found.items())}
+    with contextlib.suppress(OSError):  # a cache that cannot be written only costs another answer of the index
+        write_json_atomic(path, {"index": index, "package": package, "fetched": fetched, "releases": releases})
+    return found
+
+
+def releases(
+    package: str,
+    environ: Mapping[str, str] = os.environ,
+    get: Callable = fetch,
+    before: datetime.datetime | None = None,
+    uploads: Callable[..., Uploads] = index_uploads,
+) -> tuple[Version, ...]:
+    """Every release of `package` that uv could install here, oldest first; with `before`, those it could install
+    with `--exclude-newer` then (a file without an upload time counts, as uv counts it)."""
+    found = {v for v, at in uploads(package, environ, get).items() if before is None or at is None or at < before}
+    for folder in sources(environ).find_links:
         try:
             found |= versions_in((p.name for p in Path(folder).iterdir()), package)
         except OSError:
             continue
     return tuple(sorted(found))
+
+
+def lookup(environ: Mapping[str, str], exclude_newer: str | None = None) -> Callable[[str], tuple[Version, ...]]:
+    """`releases` for one run, as of `exclude_newer` (a spec's timestamp): each package asked once per process,
+    and the index's answer shared through the cache folder for CACHE_SECONDS."""
+    before = datetime.datetime.fromisoformat(exclude_newer) if exclude_newer else None
+
+    @functools.cache
+    def releases_of(package: str) -> tuple[Version, ...]:
+        return releases(package, environ, before=before, uploads=cached_uploads)
+
+    return releases_of
 
 
 def resolve(value: str, versions: Sequence[Version]) -> Version | None:
@@ -163,3 +257,92 @@ def check_axes(spec: MatrixSpec, releases_of: Callable[[str], Sequence[Version]]
             if version is None
         ]
     return lines, problems
+
+
+def exact(value: str) -> bool:
+    """Whether an axis value names one release (`5.14.1`, `==5.14.1`): it resolves without asking the index."""
+    specifiers = list(axis_specifier(value))
+    return len(specifiers) == 1 and specifiers[0].operator in ("==", "===") and "*" not in specifiers[0].version
+
+
+def pins(cell: Cell, releases_of: Callable[[str], Sequence[Version]]) -> dict[str, str]:
+    """The release each ranged axis value of `cell` resolves to (`{"transformers": "5.24.0"}` for `5.x`): what the
+    cell installs, exactly. Exact values, and values that no release matches, are left as written."""
+    out = {}
+    for axis, value in cell.axes:
+        if axis != PYTHON and not exact(value):
+            found = resolve(value, releases_of(axis))
+            if found is not None:
+                out[axis] = str(found)
+    return out
+
+
+def sweep(entry: Sweep, versions: Sequence[Version]) -> list[Version]:
+    """The releases a sweep stands for, oldest first: every release in its range, or the newest of every minor;
+    pre-releases only with `pre`. A local build beside its public release (2.13.0+cpu, 2.13.0) is one release."""
+    inside = axis_specifier(entry.range).filter(versions, prereleases=entry.pre)
+    newest: dict[object, Version] = {}
+    for version in inside:
+        key = version.release[:2] if entry.each == "minor" else Version(version.public)
+        newest[key] = max(newest.get(key, version), version)
+    return sorted(newest.values())
+
+
+def expansions(
+    spec: MatrixSpec, releases_of: Callable[[str], Sequence[Version]]
+) -> list[tuple[str, Sweep, list[Version]]]:
+    """(package, sweep, its releases) for every sweep of `spec`; a sweep that cannot be listed or is empty is a
+    problem of the file (MatrixError), said in one line naming the key."""
+    found, problems = [], []
+    for axis in spec.axes:
+        for index, entry in enumerate(axis.values):
+            if not isinstance(entry, Sweep):
+                continue
+            where = f"{spec.path}: {dotted('axes', axis.package)}[{index}] = {show(str(entry))}"
+            try:
+                versions = releases_of(axis.package)
+            except ResolveError as exc:
+                problems.append(f"{where}: cannot list the releases of {axis.package}: {exc}")
+                continue
+            swept = sweep(entry, versions)
+            if not swept:
+                newest = f"the newest is {versions[-1]}" if versions else "there is none"
+                problems.append(f"{where}: no release of {axis.package} in it ({newest})")
+            found.append((axis.package, entry, swept))
+    if problems:
+        raise MatrixError(problems)
+    return found
+
+
+def expand(spec: MatrixSpec, releases_of: Callable[[str], Sequence[Version]]) -> MatrixSpec:
+    """`spec` with every sweep replaced by the releases it stands for (exact versions, so each release's cell has
+    a stable id of its own); a release that another value of the axis already names is listed once."""
+    if not spec.sweeps:
+        return spec
+    swept = {(package, entry): releases for package, entry, releases in expansions(spec, releases_of)}
+    axes = []
+    for axis in spec.axes:
+        values: list[str] = []
+        for entry in axis.values:
+            values += [str(v) for v in swept[axis.package, entry]] if isinstance(entry, Sweep) else [entry]
+        axes.append(replace(axis, values=tuple(dict.fromkeys(values))))
+    return replace(spec, axes=tuple(axes))
+
+
+def for_run(specs: Sequence[MatrixSpec], environ: Mapping[str, str]) -> tuple[list[MatrixSpec], list[str]]:
+    """The specs as a run uses them: `--exclude-newer` of the run (COMPAT_MATRIX_EXCLUDE_NEWER) in place of the
+    files' own, and every sweep expanded into releases; and the problems (bad input) that stop the run."""
+    problems: list[str] = []
+    newer = environ.get(EXCLUDE_NEWER_VARIABLE)
+    if newer:
+        try:
+            specs = [replace(s, exclude_newer=timestamp(newer)) for s in specs]
+        except ValueError as exc:
+            return list(specs), [f"--exclude-newer = {show(newer)}: {exc}"]
+    out = []
+    for spec in specs:
+        try:
+            out.append(expand(spec, lookup(environ, spec.exclude_newer)))
+        except MatrixError as exc:
+            problems += exc.problems
+    return out, problems

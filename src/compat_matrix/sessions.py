@@ -1,9 +1,11 @@
 """The nox sessions of a matrix run: one per cell, and `matrix` (every cell in parallel lanes, then the report).
 
-    plan(home, noxfile, environ)    the matrix files (COMPAT_MATRIX, else home/matrix/*.toml), their cells, and
-                                    where their reports go (COMPAT_MATRIX_REPORTS, else each file's reports folder)
-    register(plan)                  one nox session per cell, and `matrix`
+    plan(home, noxfile, environ)    the matrix files (COMPAT_MATRIX, else home/matrix/*.toml), their cells (sweeps
+                                    expanded from the package index), and where their reports go
+                                    (COMPAT_MATRIX_REPORTS, else each file's reports folder)
+    register(plan)                  one nox session per cell, `matrix` and `bisect`
     run_matrix(plan, ...)           the cells in parallel lanes (a nested nox on `plan.noxfile`), then the report
+    run_bisect(plan, argv, ...)     rounds of cells (bisect.py chooses them) until the first release that differs
 
 Both noxfiles use this: the one packaged with compat-matrix (what `compat-matrix run` starts, from any folder) and
 this repository's, which adds its development sessions. The nested nox rebuilds the same plan from the variables
@@ -12,7 +14,10 @@ this repository's, which adds its development sessions. The nested nox rebuilds 
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -22,8 +27,8 @@ from pathlib import Path
 
 import nox
 
-from compat_matrix import cells, envs, exits, progress, spec
-from compat_matrix.results import write_text_atomic
+from compat_matrix import bisect, cells, envs, exits, progress, resolve, spec
+from compat_matrix.results import write_json_atomic, write_text_atomic
 
 FILES_VARIABLE = "COMPAT_MATRIX"  # matrix files, separated by os.pathsep
 REPORTS_VARIABLE = "COMPAT_MATRIX_REPORTS"  # one reports folder for every file
@@ -31,6 +36,8 @@ HOME_VARIABLE = "COMPAT_MATRIX_HOME"  # the folder whose matrix/ and reports/ ar
 LANES_VARIABLE = "COMPAT_MATRIX_LANES"  # cells at once
 CACHED_VARIABLE = "COMPAT_MATRIX_CACHED"  # "1": reuse results whose fingerprint is unchanged (`--cached`)
 MUTANTS_VARIABLE = "COMPAT_MATRIX_MUTANTS"  # "1": run the tests against broken overrides too (`--mutants`)
+EXCLUDE_NEWER_VARIABLE = resolve.EXCLUDE_NEWER_VARIABLE  # `--exclude-newer` of one run
+EXTRA_VARIABLE = "COMPAT_MATRIX_EXTRA_CELLS"  # cells beyond the files' own (bisect's releases), as JSON
 CELL_MEMORY = 2 * 1024**3  # bytes one cell takes at most, about: torch, transformers, a tiny model
 # Options of the nox that runs `matrix` that the cells' nox needs too, and whether each takes a value.
 FORWARDED = {
@@ -51,35 +58,63 @@ class Plan:
     specs: tuple[spec.MatrixSpec, ...]
     problems: tuple[str, ...]  # a bad file runs nothing; the report command says what is wrong
     override: Path | None  # one reports folder for every file
+    extra: tuple[cells.Cell, ...] = ()  # cells beyond the files' own: releases a bisection tests
 
     def folder(self, matrix: spec.MatrixSpec) -> Path:
         return self.override or cells.reports_folder(matrix.path, self.home)
 
     @property
     def cells(self) -> list[tuple[spec.MatrixSpec, cells.Cell]]:
-        return [] if self.problems else [(s, c) for s in self.specs for c in cells.cells(s)]
+        if self.problems:
+            return []
+        listed = [(s, c) for s in self.specs for c in cells.cells(s)]
+        ids = {c.id for _, c in listed}
+        by_name = {s.name: s for s in self.specs}
+        return listed + [(by_name[c.matrix], c) for c in self.extra if c.matrix in by_name and c.id not in ids]
 
     def environ(self) -> dict[str, str]:
         """The variables that make a nox on `noxfile` plan exactly this run."""
         environ = {**os.environ, FILES_VARIABLE: os.pathsep.join(map(str, self.files)), HOME_VARIABLE: str(self.home)}
         environ.pop(REPORTS_VARIABLE, None)
-        return environ | ({REPORTS_VARIABLE: str(self.override)} if self.override else {})
+        environ.pop(EXTRA_VARIABLE, None)
+        extra = json.dumps([[c.matrix, [list(pair) for pair in c.axes]] for c in self.extra])
+        return (
+            environ
+            | ({REPORTS_VARIABLE: str(self.override)} if self.override else {})
+            | ({EXTRA_VARIABLE: extra} if self.extra else {})
+        )
 
 
 def plan(home: Path, noxfile: Path, environ: Mapping[str, str]) -> Plan:
+    """The run that the variables describe. Sweeps are expanded here, at the noxfile's import, from the index's
+    answer (kept a few minutes, so that `nox -l`, the run and its nested nox ask once); an index that cannot be
+    read when a sweep needs it is a problem of the run (exit code 2)."""
     files = spec.matrix_files(environ.get(FILES_VARIABLE), Path(home) / "matrix")
-    specs, problems = spec.load_all(files)
+    loaded, problems = spec.load_all(files)
+    specs, more = resolve.for_run(loaded, environ)
     if environ.get(MUTANTS_VARIABLE) == "1":
         specs = [replace(s, mutants=True) for s in specs]
     reports = environ.get(REPORTS_VARIABLE)
+    extra, wrong = extra_cells(environ.get(EXTRA_VARIABLE, ""))
     return Plan(
         Path(home).resolve(),
         Path(noxfile).resolve(),
         tuple(files),
         tuple(specs),
-        tuple(problems),
+        tuple(problems + more + wrong),
         Path(reports).resolve() if reports else None,
+        extra,
     )
+
+
+def extra_cells(text: str) -> tuple[tuple[cells.Cell, ...], list[str]]:
+    """The cells COMPAT_MATRIX_EXTRA_CELLS names: `[[matrix, [[axis, value], ...]], ...]`."""
+    if not text.strip():
+        return (), []
+    try:
+        return tuple(cells.Cell(str(m), tuple((str(a), str(v)) for a, v in axes)) for m, axes in json.loads(text)), []
+    except (ValueError, TypeError) as exc:
+        return (), [f"{EXTRA_VARIABLE} = {spec.show(text)}: not a list of [matrix, [[axis, value], ...]] ({exc})"]
 
 
 def noxfile_in(envdir: Path, packaged: Path) -> Path:
@@ -138,6 +173,12 @@ def register(run: Plan, with_matrix: bool = True) -> None:
 
     nox.session(name="matrix", python=False)(matrix)
 
+    def bisect(session: nox.Session) -> None:
+        """Find the first release in a range whose verdict for a subject differs: -- --subject M:C --range SPEC."""
+        bisect_session(session, run)
+
+    nox.session(name="bisect", python=False, default=False)(bisect)
+
 
 def cell_session(matrix_spec: spec.MatrixSpec, cell: cells.Cell, reports: Path) -> None:
     """The session of one cell. It fails when the cell could not run; its result file says why either way."""
@@ -145,7 +186,12 @@ def cell_session(matrix_spec: spec.MatrixSpec, cell: cells.Cell, reports: Path) 
     def run(session: nox.Session) -> None:
         python = Path(session.bin) / "python"
         cached = os.environ.get(CACHED_VARIABLE) == "1"
-        result = envs.run_cell(matrix_spec, cell, python, reports, log=session.log, cached=cached)
+        try:  # today's releases: a ranged value such as 5.x is installed as the release it resolves to now
+            pins = resolve.pins(cell, resolve.lookup(os.environ, matrix_spec.exclude_newer))
+        except resolve.ResolveError as exc:
+            session.log(f"package index not readable ({exc}): installing {', '.join(cell.pins)} as requested")
+            pins = None
+        result = envs.run_cell(matrix_spec, cell, python, reports, log=session.log, cached=cached, pins=pins)
         why = envs.could_not_run(result)
         if why:
             session.error(f"{cell.id} could not run: {why}")
@@ -163,14 +209,32 @@ def cell_session(matrix_spec: spec.MatrixSpec, cell: cells.Cell, reports: Path) 
 def matrix_session(session: nox.Session, run: Plan) -> None:
     """`nox -s matrix [-- --cached --mutants --baseline OLD.json]`: ends nox with the documented exit code."""
     cached = "--cached" in session.posargs
-    if "--mutants" in session.posargs:
-        os.environ[MUTANTS_VARIABLE] = "1"
+    newer, posargs = option_value(session.posargs, "--exclude-newer")
+    if "--mutants" in posargs or newer is not None:
+        os.environ.update({MUTANTS_VARIABLE: "1"} if "--mutants" in posargs else {})
+        os.environ.update({EXCLUDE_NEWER_VARIABLE: newer} if newer is not None else {})
         run = plan(run.home, run.noxfile, run.environ())
-    options = [arg for arg in session.posargs if arg not in ("--cached", "--mutants")]
+    options = [arg for arg in posargs if arg not in ("--cached", "--mutants")]
     envdir = Path(session.env_dir).parent
     code = guarded(lambda: run_matrix(run, None, envdir, forwarded(sys.argv), options, cached))
     if code:
         sys.exit(code)
+
+
+def option_value(args: Sequence[str], name: str) -> tuple[str | None, list[str]]:
+    """The value of `name VALUE` or `name=VALUE` in `args` (the last one wins), and the other arguments."""
+    value, rest, index = None, [], 0
+    while index < len(args):
+        arg = args[index]
+        if arg == name and index + 1 < len(args):
+            value, index = args[index + 1], index + 2
+            continue
+        if arg.startswith(f"{name}="):
+            value = arg.partition("=")[2]
+        else:
+            rest.append(arg)
+        index += 1
+    return value, rest
 
 
 def guarded(body: Callable[[], int]) -> int:
@@ -260,3 +324,112 @@ def cells_code(run: Plan, selected: Sequence[tuple[spec.MatrixSpec, cells.Cell]]
     )
     print(exits.exit_line(code, failed, what), flush=True)
     return code
+
+
+def bisect_session(session: nox.Session, run: Plan) -> None:
+    """`nox -s bisect -- --subject M:C --range SPEC [--observation P.N]`: ends nox with the documented exit code."""
+    parser = argparse.ArgumentParser(prog="nox -s bisect --", description="Find the first release that differs.")
+    bisect.add_arguments(parser)
+    options = parser.parse_args(session.posargs)
+    code = guarded(lambda: run_bisect(run, options, Path(session.env_dir).parent, forwarded(sys.argv)))
+    if code:
+        sys.exit(code)
+
+
+def _bad_input(problems: Sequence[str]) -> int:
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
+    print(exits.exit_line(exits.BAD_INPUT, []), flush=True)
+    return exits.BAD_INPUT
+
+
+def run_bisect(run: Plan, options: argparse.Namespace, envdir: Path, nox_options: Sequence[str]) -> int:
+    """Rounds of cells, each release of a round in a lane of its own, until the first release in `options.range`
+    whose outcome for `options.subject` differs from the range's oldest; then reports/<matrix>.bisect.json.
+    Exit codes: 0 answered, 2 bad input, 3 a cell could not run, 130 interrupted."""
+    if options.exclude_newer is not None:
+        os.environ[EXCLUDE_NEWER_VARIABLE] = options.exclude_newer
+        run = plan(run.home, run.noxfile, run.environ())
+    if run.problems:
+        return _bad_input(run.problems)
+    try:
+        matrix_spec, target, axis, releases = bisect_target(run, options)
+        width = lanes(os.environ, os.cpu_count() or 1, physical_memory())
+    except (ValueError, resolve.ResolveError) as exc:
+        return _bad_input(str(exc).splitlines())
+    base = {a.package: a.values[0] for a in matrix_spec.axes}
+    folder = run.folder(matrix_spec)
+
+    def cell_of(version: object) -> cells.Cell:
+        return cells.Cell(matrix_spec.name, tuple((a, str(version) if a == axis else v) for a, v in base.items()))
+
+    def test(versions: list) -> dict:
+        tried = replace(run, extra=tuple(cell_of(v) for v in versions))
+        selected = [(matrix_spec, cell_of(v)) for v in versions]
+        with envs.run_lock(folder, log=envs.say):
+            if run_cells(tried, selected, envdir, nox_options, min(width, len(selected)), cached=True):
+                raise KeyboardInterrupt
+        found, failed = {}, []
+        for version, (_, cell) in zip(versions, selected, strict=True):
+            try:
+                result = envs.read_cell_result(cells.result_path(folder, cell))
+            except envs.ResultFileError as exc:
+                failed.append(f"{cell.id} (no usable result: {exc})")
+                continue
+            why = bisect.failure(result, target)
+            if why:
+                failed.append(f"{cell.id} ({why})")
+            else:
+                found[version] = bisect.outcome(result, target, options.observation)
+        if failed:
+            raise bisect.CouldNotRun(failed)
+        return found
+
+    try:
+        answer = bisect.bisect(releases, test, width, log=envs.say, axis=axis)
+    except bisect.CouldNotRun as exc:
+        print(exits.exit_line(exits.CELL_FAILED, exc.failed, f"{exits.plural(len(exc.failed), 'cell')} could not run"))
+        return exits.CELL_FAILED
+    except KeyboardInterrupt:
+        print(exits.exit_line(exits.INTERRUPTED, []), flush=True)
+        return exits.INTERRUPTED
+    if answer.contradicted:
+        envs.say("note: the outcomes change more than once in the range; the answer is one release where they do")
+    if options.observation and set(answer.tested.values()) == {bisect.ABSENT}:
+        envs.say(f"note: no tested release observed {options.observation}")
+    path = folder / f"{matrix_spec.name}.bisect.json"
+    what = (target, axis, options.range, options.observation, matrix_spec.exclude_newer)
+    write_json_atomic(path, bisect.answer_json(answer, matrix_spec.name, *what))
+    envs.say(f"tested {exits.plural(len(answer.tested), 'release')} in {exits.plural(len(answer.rounds), 'round')}")
+    envs.say(f"wrote {path}")
+    envs.say(bisect.answer_line(answer, axis, options.range))
+    return exits.OK
+
+
+def bisect_target(run: Plan, options: argparse.Namespace) -> tuple[spec.MatrixSpec, str, str, list]:
+    """The matrix, subject, axis and releases a bisection is about; ValueError (one line each) for bad input."""
+    subjects = [(s, subject.target) for s in run.specs for subject in s.subjects]
+    wanted = options.subject or (subjects[0][1] if len(subjects) == 1 else None)
+    if wanted is None:
+        raise ValueError(f"--subject: which one? ({', '.join(t for _, t in subjects)})")
+    found = [s for s, target in subjects if target == wanted]
+    if len(found) != 1:
+        why = "not a subject of the matrix" if not found else "a subject of several matrices: name one file"
+        raise ValueError(f"--subject {spec.show(wanted)}: {why} (subjects: {', '.join(t for _, t in subjects)})")
+    matrix_spec = found[0]
+    packages = [a.package for a in matrix_spec.axes if a.package != spec.PYTHON]
+    axis = options.axis or ("transformers" if "transformers" in packages else next(iter(packages), ""))
+    if axis not in packages:
+        raise ValueError(f"--axis {spec.show(axis)}: not a package axis of {matrix_spec.path} ({', '.join(packages)})")
+    if options.observation is not None and not re.fullmatch(r"\w+\.\S+", options.observation):
+        raise ValueError(f"--observation {spec.show(options.observation)}: as probe.name, e.g. trainer_step.default")
+    try:
+        allowed = spec.axis_specifier(options.range)
+    except ValueError as exc:
+        raise ValueError(f"--range {spec.show(options.range)}: {exc}") from None
+    versions = resolve.lookup(os.environ, matrix_spec.exclude_newer)(axis)
+    releases = list(allowed.filter(versions))
+    if not releases:
+        newest = f"the newest is {versions[-1]}" if versions else "there is none"
+        raise ValueError(f"--range {spec.show(options.range)}: no release of {axis} in it ({newest})")
+    return matrix_spec, wanted, axis, releases

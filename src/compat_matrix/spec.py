@@ -11,6 +11,7 @@ with the table it belongs in when TOML put it in another one (a line written bel
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import json
 import keyword
@@ -41,6 +42,7 @@ _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _MISSING = object()
+TIMESTAMP = "a date (2026-10-01, midnight UTC) or an RFC 3339 timestamp (2026-10-01T12:00:00Z)"
 
 
 class MatrixError(ValueError):
@@ -78,9 +80,23 @@ def _matches(spec: str, version: str) -> bool:
 
 
 @dataclass(frozen=True)
+class Sweep:
+    """An axis entry that stands for several releases, listed from the package index at run time:
+    `{ each = "minor", range = ">=5.14" }` the newest release of every minor in the range, `each = "release"` every
+    release; pre-releases only with `pre = true`."""
+
+    each: str  # one of EACH
+    range: str  # an axis value: exact, X.Y.x, X.x, latest, or a PEP 440 specifier
+    pre: bool = False
+
+    def __str__(self) -> str:
+        return f"every {self.each} in {self.range}" + (" (pre-releases too)" if self.pre else "")
+
+
+@dataclass(frozen=True)
 class Axis:
     package: str  # a distribution name, or "python" for the interpreter
-    values: tuple[str, ...]
+    values: tuple[str | Sweep, ...]  # sweeps are expanded into releases before cells are made (resolve.expand)
 
 
 @dataclass(frozen=True)
@@ -96,6 +112,11 @@ class MatrixSpec:
     exclude: tuple[tuple[tuple[str, str], ...], ...] = ()
     probes: tuple[str, ...] = ()  # probe modules of the user's own: absolute paths of .py files, or module names
     mutants: bool = False  # also run the subjects' tests against broken versions of the audited methods
+    exclude_newer: str | None = None  # resolve and install as of this moment (RFC 3339, UTC), like uv's option
+
+    @property
+    def sweeps(self) -> bool:
+        return any(isinstance(v, Sweep) for axis in self.axes for v in axis.values)
 
     @property
     def packages(self) -> tuple[str, ...]:
@@ -132,6 +153,22 @@ def axis_specifier(value: str) -> SpecifierSet:
 def axis_requirement(package: str, value: str) -> str:
     """The installer requirement for one axis value."""
     return f"{package}{axis_specifier(value)}"
+
+
+def timestamp(value: str) -> str:
+    """A date (`2026-10-01`, midnight UTC) or an RFC 3339 timestamp, as the UTC timestamp uv gets
+    (`2026-10-01T00:00:00Z`), so that a run resolves alike on every machine whatever its time zone."""
+    text = value.strip()
+    try:
+        if len(text) == 10:
+            moment = datetime.datetime.combine(datetime.date.fromisoformat(text), datetime.time(), datetime.UTC)
+        else:
+            moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(TIMESTAMP) from None
+    if moment.tzinfo is None:
+        raise ValueError(f"{TIMESTAMP}; a timestamp needs its time zone (Z for UTC)")
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def show(value: Any) -> str:
@@ -215,6 +252,7 @@ def parse(data: dict[str, Any], path: Path) -> MatrixSpec:
         exclude,
         matrix["probes"],
         matrix["mutants"],
+        matrix["exclude_newer"],
     )
 
 
@@ -239,7 +277,7 @@ def unknown_key(key: str, known: dict[str, Key], header: str) -> str:
     """Why `key` is not accepted in the table `header`: where it belongs, or the closest known key."""
     home = _HOMES.get(key)
     if home and home != header:
-        moved = "" if header == "the top level" else f"; TOML put it in {header} because it comes after that header"
+        moved = f"; TOML put it in {header} because it comes after that header" if header.startswith("[") else ""
         return f"unknown key in {header}: `{key}` belongs in {home}{moved}"
     close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
     if close:
@@ -334,6 +372,19 @@ def _local_path(value: str, at: Context) -> str | None:
     return str(local)
 
 
+def _timestamp(value: Any, at: Context) -> str | None:
+    if isinstance(value, (datetime.date, datetime.datetime)):  # TOML's own dates, written without quotes
+        value = value.isoformat()
+    if not isinstance(value, str):
+        at.problem(value, TIMESTAMP)
+        return None
+    try:
+        return timestamp(value)
+    except ValueError as exc:
+        at.problem(value, str(exc))
+        return None
+
+
 def _boolean(value: Any, at: Context) -> bool:
     if not isinstance(value, bool):
         at.problem(value, "true or false")
@@ -391,25 +442,56 @@ def _axes(value: Any, at: Context) -> tuple[Axis, ...]:
             here.problem(values, f"not a package: {unknown_key(package, {}, '[axes]')}")
         elif package != PYTHON and not _NAME.fullmatch(package):
             here.problem(values, "not a package name")
-        elif not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
-            here.problem(values, "a non-empty list of version strings")
+        elif not isinstance(values, list) or not values or not all(isinstance(v, (str, dict)) for v in values):
+            here.problem(values, 'a non-empty list of versions or sweeps: ["5.x", {each = "minor", range = ">=5"}]')
         else:
-            _axis_values(package, values, here)
-            axes.append(Axis(PYTHON if package == PYTHON else canonicalize_name(package), tuple(values)))
+            checked = _axis_values(package, values, here)
+            axes.append(Axis(PYTHON if package == PYTHON else canonicalize_name(package), checked))
     return tuple(axes)
 
 
-def _axis_values(package: str, values: list[str], at: Context) -> None:
-    for value in values:
+def _axis_values(package: str, values: list[str | dict], at: Context) -> tuple[str | Sweep, ...]:
+    out: list[str | Sweep] = []
+    for index, value in enumerate(values):
+        if isinstance(value, dict):
+            here = at.at(f"{at.key}[{index}]")
+            if package == PYTHON:
+                here.problem(value, "a Python version; sweeps list the releases of a package")
+            else:
+                keys = section(value, SWEEP_KEYS, here.key, here, "a sweep")
+                if keys["each"] is not None and keys["range"] is not None:
+                    out.append(Sweep(keys["each"], keys["range"], keys["pre"]))
+            continue
         try:
             if package == PYTHON:
                 Version(value)
             else:
                 axis_specifier(value)
+            out.append(value)
         except (ValueError, InvalidVersion) as exc:
             at.problem(value, str(exc))
-    if len(set(values)) != len(values):
+    if len(set(out)) != len(out):
         at.problem(values, "duplicate values")
+    return tuple(out)
+
+
+def _each_kind(value: Any, at: Context) -> str | None:
+    if value not in EACH:
+        at.problem(value, f"one of {', '.join(map(repr, EACH))}: the newest release of every minor, or every release")
+        return None
+    return value
+
+
+def _range(value: Any, at: Context) -> str | None:
+    if not isinstance(value, str):
+        at.problem(value, 'a version range, e.g. ">=5.14" or "5.x"')
+        return None
+    try:
+        axis_specifier(value)
+    except ValueError as exc:
+        at.problem(value, str(exc))
+        return None
+    return value
 
 
 def _subjects(values: Any, at: Context) -> tuple[Subject, ...]:
@@ -501,10 +583,20 @@ def _exclude_axes(
             here = at.at(dotted(f"exclude[{index}]", axis))
             if axis not in values:
                 here.problem(value, f"not an axis (axes: {', '.join(values)})")
-            elif not isinstance(value, str) or value not in values[axis]:
-                here.problem(value, f"not one of the axis values {list(values[axis])}")
+            elif not isinstance(value, str) or not (value in values[axis] or _swept(value, values[axis])):
+                shown = [v if isinstance(v, str) else str(v) for v in values[axis]]
+                here.problem(value, f"not one of the axis values {shown}")
         out.append(tuple(sorted((axis, str(value)) for axis, value in rule.items())))
     return tuple(out)
+
+
+def _swept(value: str, values: tuple[str | Sweep, ...]) -> bool:
+    """Whether `value` is a release that one of the sweeps among `values` may expand to."""
+    try:
+        version = Version(value)
+    except InvalidVersion:
+        return False
+    return any(isinstance(v, Sweep) and axis_specifier(v.range).contains(version, prereleases=True) for v in values)
 
 
 TOP_KEYS: dict[str, Key] = {
@@ -521,6 +613,13 @@ MATRIX_KEYS: dict[str, Key] = {
     "description": Key(_text),
     "probes": Key(_each(_probe_module, "a list of .py files or module names"), default=()),
     "mutants": Key(_boolean, default=False),
+    "exclude_newer": Key(_timestamp),
+}
+EACH = ("minor", "release")
+SWEEP_KEYS: dict[str, Key] = {
+    "each": Key(_each_kind, required=f"required: one of {', '.join(map(repr, EACH))}"),
+    "range": Key(_range, required='required: the releases to sweep, e.g. ">=5.14"'),
+    "pre": Key(_boolean, default=False),
 }
 SUBJECT_KEYS: dict[str, Key] = {
     "target": Key(_target, required="required, as 'module:Class'"),
