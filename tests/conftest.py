@@ -6,10 +6,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from compat_matrix.spec import load
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKEN = ROOT / "tests" / "broken_overrides"
+
+
+@pytest.fixture(autouse=True)
+def index_cache(tmp_path_factory, monkeypatch):
+    """Each test keeps the package index's answers in a folder of its own, never in the user's cache."""
+    folder = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("COMPAT_MATRIX_CACHE", str(folder))
+    return folder
 
 
 def catches() -> dict[str, list[tuple[str, str]]]:

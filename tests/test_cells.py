@@ -2,13 +2,26 @@ from __future__ import annotations
 
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from compat_matrix.cells import cells, install_args, result_path, runner_request
-from compat_matrix.envs import installer_reason, uv_environment
-from compat_matrix.spec import Axis, MatrixSpec, Subject, load
+from compat_matrix.envs import (
+    FRESH,
+    IN_PLACE,
+    KEEP,
+    STAMP,
+    Stamp,
+    asked,
+    install_kind,
+    installer_reason,
+    read_stamp,
+    uv_environment,
+)
+from compat_matrix.results import write_json_atomic
+from compat_matrix.spec import Axis, MatrixSpec, Subject, Sweep, load
 
 
 def spec(*axes: Axis, requirements: tuple[str, ...] = ("utf8-tokenizer==0.8.5",)) -> MatrixSpec:
@@ -187,3 +200,74 @@ def test_local_fingerprint_honours_gitignore_and_skips_reports_and_environments(
     assert second != first
     (lib / "src" / "code.py").write_text("x = 2\n")
     assert key() != second
+
+
+def test_ranged_values_are_installed_as_the_release_they_resolve_to_and_exclude_newer_reaches_uv():
+    matrix = replace(
+        spec(Axis("transformers", ("5.x",)), Axis("torch", ("2.13.0",))), exclude_newer="2026-10-01T00:00:00Z"
+    )
+    (cell,) = cells(matrix)
+    assert install_args(matrix, cell, {"transformers": "5.18.0"}) == [
+        "transformers==5.18.0",
+        "torch==2.13.0",
+        "utf8-tokenizer==0.8.5",
+        "--exclude-newer=2026-10-01T00:00:00Z",
+    ]
+    assert cell.id == "cell:demo:transformers=5.x:torch=2.13.0"  # the id says what was asked, not what it resolved to
+
+
+def test_a_new_release_changes_the_environments_fingerprint():
+    from compat_matrix.envs import environment_key
+
+    matrix = spec(Axis("transformers", ("5.x",)))
+    (cell,) = cells(matrix)
+    assert environment_key(matrix, cell, pins={"transformers": "5.23.0"}) == environment_key(
+        matrix, cell, pins={"transformers": "5.23.0"}
+    )
+    assert environment_key(matrix, cell, pins={"transformers": "5.23.0"}) != environment_key(
+        matrix, cell, pins={"transformers": "5.24.0"}
+    )
+
+
+def test_sweeps_must_be_expanded_before_cells_are_made():
+    with pytest.raises(ValueError, match="sweeps not expanded"):
+        cells(spec(Axis("transformers", ("5.x", Sweep("minor", ">=5.14")))))
+
+
+ARGS = ["transformers==5.23.0", "torch==2.13.0", "utf8-tokenizer==0.8.5", "--reinstall-package=lib"]
+
+
+def test_what_an_install_asks_for_is_named_without_versions():
+    assert asked(ARGS) == {"transformers", "torch", "utf8-tokenizer"}
+    assert asked(["Utf8_Tokenizer>=0.8", "/src/lib", "--exclude-newer=2026-10-01T00:00:00Z"]) == {
+        "utf8-tokenizer",
+        "/src/lib",
+        "--exclude-newer=2026-10-01T00:00:00Z",
+    }
+
+
+@pytest.mark.parametrize(
+    ("stamp", "key", "args", "expected"),
+    [
+        (None, "k", ARGS, IN_PLACE),  # a new environment
+        (Stamp("k", asked(ARGS)), "k", ARGS, KEEP),  # warm, and today's releases are those it holds
+        (Stamp("old", asked(ARGS)), "k", ARGS, IN_PLACE),  # a new release of what it holds
+        (Stamp("old", asked(ARGS[1:])), "k", ARGS, IN_PLACE),  # a requirement added
+        (Stamp("old", asked(ARGS)), "k", ARGS[1:], FRESH),  # a requirement removed
+        (Stamp("old", asked(ARGS)), "k", [*ARGS, "--exclude-newer=2026-10-01T00:00:00Z"], IN_PLACE),
+        (Stamp("old", asked([*ARGS, "--exclude-newer=2026-10-01T00:00:00Z"])), "k", ARGS, FRESH),  # date dropped
+        (Stamp("k"), "k", ARGS, KEEP),  # a stamp of an earlier compat-matrix, same fingerprint
+        (Stamp("old"), "k", ARGS, FRESH),  # ... another one: what it holds is not known
+    ],
+)
+def test_how_an_environment_is_brought_to_what_a_cell_asks_for(stamp, key, args, expected):
+    assert install_kind(stamp, key, args) == expected
+
+
+def test_stamps_say_what_was_asked_for_and_old_ones_still_read(tmp_path):
+    write_json_atomic(tmp_path / STAMP, Stamp("k", asked(ARGS)).to_json())
+    assert read_stamp(tmp_path) == Stamp("k", frozenset({"transformers", "torch", "utf8-tokenizer"}))
+    (tmp_path / STAMP).write_text("0123456789abcdef")
+    assert read_stamp(tmp_path) == Stamp("0123456789abcdef")
+    (tmp_path / STAMP).unlink()
+    assert read_stamp(tmp_path) is None

@@ -168,3 +168,64 @@ def test_values_are_spelled_the_same_in_markdown_and_csv():
     assert "| transformers 5.10.1 | enable_reaches_wrapped_model | layers_on | False | True |" in text
     assert "transformers 5.10.1,cell:demo:transformers=5.10.1," in table and ",layers_on,False,True,False,True" in table
     assert ",true," not in table and ",false," not in table
+
+
+def releases_where(enable_from: int, count: int = 8) -> tuple[MatrixSpec, list[CellResult]]:
+    """A sweep whose verdict is `differs` on every release (the disable override changes a value), where the enable
+    override starts to raise from release `enable_from` on."""
+    spec = MatrixSpec(
+        Path("matrix/sweep.toml"),
+        "sweep",
+        (),
+        (Axis("transformers", tuple(f"5.{v}.0" for v in range(count))),),
+        (Subject("mylib:Wrapper", (ENABLE, DISABLE)),),
+    )
+    results = []
+    for v in range(count):
+        raises = "TypeError: unexpected keyword" if v >= enable_from else "runs"
+        observed = (
+            Observation("probe_0", "flag", True, False, without=((ENABLE, True), (DISABLE, False))),
+            Observation("probe_1", "step", raises, "runs", without=((ENABLE, "runs"), (DISABLE, raises))),
+        )
+        ran = (SubjectResult("mylib:Wrapper", (ENABLE, DISABLE), observations=observed, probes=("probe_0",)),)
+        requested = {"transformers": f"5.{v}.0"}
+        results.append(CellResult("sweep", f"cell:sweep:transformers=5.{v}.0", requested, requested, subjects=ran))
+    return spec, results
+
+
+def test_a_sweeps_glance_says_where_deleting_one_method_alone_changes_the_verdict():
+    report = cli.make_report(*releases_where(enable_from=5))
+    assert report.summaries["mylib:Wrapper"].glance == (
+        f"differs 5.0.0 … 5.7.0; `{ENABLE}`: same 5.0.0 … 5.4.0 · differs 5.5.0 … 5.7.0"
+    )
+    assert render.report_json(report)["subjects"][0]["glance"] == report.summaries["mylib:Wrapper"].glance
+    steady = cli.make_report(*releases_where(enable_from=0))
+    assert steady.summaries["mylib:Wrapper"].glance == "differs 5.0.0 … 5.7.0"  # nothing changes: nothing more
+
+
+def test_a_long_table_gives_releases_that_read_alike_one_row():
+    text = render.markdown(cli.make_report(*releases_where(enable_from=5)))
+    table = text.split("At a glance: ", 1)[1].split("\n\n", 2)[1].splitlines()
+    assert [row.split(" | ", 1)[0] for row in table[2:]] == [
+        "| transformers 5.5.0 … 5.7.0",
+        "| transformers 5.0.0 … 5.4.0",
+    ]
+    grid = text.split("## At a glance\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(grid) == 2 + 8  # the grid keeps every release
+    short = render.markdown(cli.make_report(*releases_where(enable_from=3, count=5)))
+    assert "| transformers 5.0.0 |" in short and "| transformers 5.4.0 |" in short  # five rows: one each
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        ([["t 3", "a", "x"], ["t 2", "a", "x"], ["t 1", "a", "x"]], [["t 1 … 3", "a", "x"]]),
+        (
+            [["t 3", "a", "x"], ["t 2", "a", "y"], ["t 1", "a", "x"]],
+            [["t 3", "a", "x"], ["t 2", "a", "y"], ["t 1", "a", "x"]],
+        ),
+        ([["t 3", "a", "x"], ["t 2", "a", "x"], ["t 1", "b", "x"]], [["t 2, 3", "a", "x"], ["t 1", "b", "x"]]),
+    ],
+)
+def test_merged_rows(rows, expected):
+    assert render.merged(rows) == expected

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix.spec import MatrixError, axis_requirement, load, load_all, matrix_files
+from compat_matrix.spec import MatrixError, Sweep, axis_requirement, load, load_all, matrix_files, timestamp
 
 GOOD = """
 [matrix]
@@ -83,6 +83,20 @@ def test_bad_axis_value_is_refused(value):
         ("[[subjects]]", '[[subjects]]\nexpect = { "=>5" = "same" }', "is not '*' or a PEP 440 specifier"),
         ('target = "pkg.mod:Class"', 'target = "pkg.mod:Class"\ncolour = 1', "subjects[0].colour = 1: unknown key"),
         ("[axes]", '[axes]\npython = ["three"]', "axes.python = 'three'"),
+        ('"5.x"]', '"5.x", { each = "major", range = ">=5" }]', "axes.transformers[3].each = 'major': one of"),
+        ('"5.x"]', '"5.x", { each = "minor" }]', "axes.transformers[3].range: required"),
+        (
+            '"5.x"]',
+            '"5.x", { each = "minor", rnage = ">=5" }]',
+            "[3].rnage = '>=5': unknown key; did you mean `range`?",
+        ),
+        ('"5.x"]', '"5.x", { each = "minor", range = "five" }]', "axes.transformers[3].range = 'five': not a version"),
+        ('"5.x"]', '"5.x", { each = "minor", range = ">=5", pre = 1 }]', "axes.transformers[3].pre = 1: true or false"),
+        ('"5.x"]', '"5.x", { each = "minor", range = ">=5" }, { range = ">=5", each = "minor" }]', "duplicate values"),
+        ("[axes]", '[axes]\npython = [{ each = "minor", range = "3.x" }]', "axes.python[0] = {'each'"),
+        ('name = "demo"', 'name = "demo"\nexclude_newer = "last week"', "matrix.exclude_newer = 'last week': a date"),
+        ('name = "demo"', 'name = "demo"\nexclude_newer = 2026-10-01T12:00:00', "needs its time zone"),
+        ('name = "demo"', 'name = "demo"\nexclude_newer = 20261001', "matrix.exclude_newer = 20261001: a date"),
     ],
 )
 def test_each_problem_names_file_key_and_value(tmp_path, old, new, expected):
@@ -98,6 +112,33 @@ def test_every_problem_is_reported_at_once(tmp_path):
     with pytest.raises(MatrixError) as info:
         load(write(tmp_path, text))
     assert len(info.value.problems) == 3
+
+
+def test_sweeps_and_exclude_newer_load(tmp_path):
+    text = GOOD.replace(
+        '"5.x"]', '{ each = "minor", range = ">=5.14" }, { each = "release", range = "5.x", pre = true }]'
+    )
+    text = text.replace('name = "demo"', 'name = "demo"\nexclude_newer = 2026-10-01')
+    text += '[[exclude]]\ntransformers = "5.15.1"\n'  # a release the sweep may stand for
+    spec = load(write(tmp_path, text))
+    assert spec.axes[0].values == ("4.57.x", "5.14.1", Sweep("minor", ">=5.14"), Sweep("release", "5.x", True))
+    assert spec.sweeps and spec.exclude_newer == "2026-10-01T00:00:00Z"
+    assert str(spec.axes[0].values[2]) == "every minor in >=5.14"
+    with pytest.raises(MatrixError, match=r"exclude\[0\].transformers = '4.0.0': not one of the axis values"):
+        load(write(tmp_path, text.replace('"5.15.1"', '"4.0.0"')))
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("2026-10-01", "2026-10-01T00:00:00Z"),
+        ("2026-10-01T12:30:00Z", "2026-10-01T12:30:00Z"),
+        ("2026-10-01T12:30:00+02:00", "2026-10-01T10:30:00Z"),
+        (" 2026-10-01 ", "2026-10-01T00:00:00Z"),
+    ],
+)
+def test_exclude_newer_is_one_utc_moment_wherever_it_runs(value, expected):
+    assert timestamp(value) == expected
 
 
 def test_toml_syntax_error_names_the_line(tmp_path):

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compat_matrix import cli
-from compat_matrix.spec import MATRIX_KEYS, SUBJECT_KEYS, TOP_KEYS, MatrixError, parse
+from compat_matrix.spec import MATRIX_KEYS, SUBJECT_KEYS, SWEEP_KEYS, TOP_KEYS, MatrixError, parse
 
-KEYS = [*TOP_KEYS, *MATRIX_KEYS, *SUBJECT_KEYS, "transformers", "torch", "python", "requirments", ""]
+KEYS = [*TOP_KEYS, *MATRIX_KEYS, *SUBJECT_KEYS, *SWEEP_KEYS, "transformers", "torch", "python", "requirments", ""]
 PLAUSIBLE = [
     "5.x",
     "4.57.x",
@@ -38,6 +38,9 @@ PLAUSIBLE = [
     "-e .",
     "https://x/y.whl",
     "x @ file:///y",
+    "minor",
+    "release",
+    "2026-10-01",
 ]
 texts = st.one_of(st.sampled_from(PLAUSIBLE), st.text(max_size=20), st.text(min_size=200, max_size=400))
 scalars = st.one_of(

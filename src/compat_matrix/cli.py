@@ -273,10 +273,17 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         environ[sessions.REPORTS_VARIABLE] = str(args.reports.resolve())
     if args.lanes:
         os.environ[sessions.LANES_VARIABLE] = str(args.lanes)
+    if args.exclude_newer:
+        os.environ[sessions.EXCLUDE_NEWER_VARIABLE] = environ[sessions.EXCLUDE_NEWER_VARIABLE] = args.exclude_newer
     run = sessions.plan(home, NOXFILE, environ)
+    if run.problems:
+        raise MatrixError(list(run.problems))
+    try:
+        sessions.bisect_target(run, args)  # bad input is said before anything is written
+    except ValueError as exc:
+        raise MatrixError(str(exc).splitlines()) from None
     envdir = (args.envdir or home / ".nox").resolve()
-    if not run.problems:
-        run = replace(run, noxfile=sessions.noxfile_in(envdir, NOXFILE))
+    run = replace(run, noxfile=sessions.noxfile_in(envdir, NOXFILE))
     return sessions.run_bisect(run, args, envdir, [])
 
 

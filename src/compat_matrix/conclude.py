@@ -360,14 +360,33 @@ def recommend(
 
 
 def glance(rows: list[Row]) -> str:
-    """Where the verdict changes, oldest to newest: `same 4.57.6 … 5.14.1 · differs 5.24.0`."""
+    """Where the verdict changes, oldest to newest: `same 4.57.6 … 5.14.1 · differs 5.24.0`; where the variants
+    that delete one audited method alone ran, also where that changes, when it says more (`; `m`: same … · …`)."""
+    said = main = _runs([(row.label, row.verdict.verdict) for row in rows])
+    methods = list(dict.fromkeys(m for row in rows for m, _ in row.per_method))
+    for method in methods if len(methods) > 1 and any(row.verdict.per_method for row in rows) else ():
+        alone = _runs([(row.label, _verdict_of(dict(row.per_method).get(method), row)) for row in rows])
+        if " · " in alone and alone != main:
+            said += f"; `{method}`: {alone}"
+    return said
+
+
+def _verdict_of(conclusion: Conclusion | None, row: Row) -> str:
+    """The verdict that deleting one method alone gets (the row's own where that did not run)."""
+    if conclusion is None or conclusion.kind == NOT_RUN:
+        return row.verdict.verdict
+    return {REDUNDANT: SAME, UNKNOWN: INCONCLUSIVE}.get(conclusion.kind, DIFFERS)
+
+
+def _runs(labelled: list[tuple[str, str]]) -> str:
+    """`same 4.57.6 … 5.14.1 · differs 5.24.0` from (label, verdict) newest first: runs of one verdict, oldest first."""
     runs: list[tuple[str, list[str]]] = []
-    for row in reversed(rows):
-        version = row.label.split(" ", 1)[-1]
-        if runs and runs[-1][0] == row.verdict.verdict:
+    for label, verdict in reversed(labelled):
+        version = label.split(" ", 1)[-1]
+        if runs and runs[-1][0] == verdict:
             runs[-1][1].append(version)
         else:
-            runs.append((row.verdict.verdict, [version]))
+            runs.append((verdict, [version]))
     return " · ".join(f"{v} {vs[0]}" + (f" … {vs[-1]}" if len(vs) > 1 else "") for v, vs in runs)
 
 

@@ -46,7 +46,8 @@ INSTALL_FAILED = "install-failed"
 NO_INTERPRETER = "interpreter not found"
 REASON_LIMIT = 400
 LOCK = ".lock"
-STAMP = ".compat-matrix-installed"  # in the environment: the fingerprint of what was installed
+STAMP = ".compat-matrix-installed"  # in the environment: the fingerprint of what was installed, and what was asked
+KEEP, IN_PLACE, FRESH = "keep", "in place", "fresh"  # how an environment is brought to what a cell asks for
 _SKIP = {".git", ".nox", "__pycache__", "build", "dist", ".venv", ".pytest_cache", ".ruff_cache", ".hypothesis"}
 # The in-environment modules need only the standard library, so the cell imports them from here, uninstalled.
 PACKAGE = Path(__file__).resolve().parent
@@ -223,6 +224,17 @@ class Stamp:
         return {"key": self.key, "asked": sorted(self.asked or ())}
 
 
+def install_kind(stamp: Stamp | None, environment: str, args: Iterable[str]) -> str:
+    """How to bring an environment with `stamp` to the fingerprint `environment`: KEEP it as it is, install IN_PLACE
+    (new, or everything it holds is still asked for: a new release, an added requirement, changed local code), or
+    empty it first (FRESH: something it was installed with is no longer asked for, or its stamp does not say)."""
+    if stamp is None:
+        return IN_PLACE
+    if stamp.key == environment:
+        return KEEP
+    return IN_PLACE if stamp.asked is not None and stamp.asked <= asked(args) else FRESH
+
+
 def read_stamp(environment: Path) -> Stamp | None:
     try:
         text = (environment / STAMP).read_text(encoding="utf-8")
@@ -283,13 +295,13 @@ def _install(
     says it holds exactly that; installed in place when everything it holds is still asked for; else emptied first."""
     environment, args = wanted
     home = python.parent.parent
-    stamp = read_stamp(home)
-    if stamp is not None and stamp.key == environment:
+    how = install_kind(read_stamp(home), environment, args)
+    if how == KEEP:
         return None  # a warm environment with exactly these pins: nothing to install
     (home / STAMP).unlink(missing_ok=True)
     write_state(out, INSTALLING, started)
     commands = [[uv_binary(), "pip", "install", "--python", str(python), *args]]
-    if stamp is not None and (stamp.asked is None or not stamp.asked <= asked(args)):
+    if how == FRESH:
         commands.insert(0, [uv_binary(), "venv", "--clear", "--quiet", "--python", str(python), str(home)])
     for command in commands:
         log(" ".join(command))

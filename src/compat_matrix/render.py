@@ -25,6 +25,7 @@ from compat_matrix.conclude import (
     UNKNOWN,
     Summary,
     TestsSeen,
+    versions_text,
 )
 from compat_matrix.results import SCHEMA
 from compat_matrix.spec import Subject
@@ -142,6 +143,8 @@ def subject_section(report: Report, subject: Subject) -> list[str]:
         ]
         for r in rows
     ]
+    if len(main) > GLANCE_ABOVE:  # the grid lists every release; here neighbours that read alike share a row
+        main = merged(main)
     out += [table(["", *COLUMNS.values(), "verdict"], main), ""]
     if summary.tests is not None:
         out += tests_section(summary.tests)
@@ -149,6 +152,19 @@ def subject_section(report: Report, subject: Subject) -> list[str]:
         listed = ", ".join(f"`{n}` ({'audited' if audited else 'not audited'})" for n, _, audited in ran.overrides)
         out += [f"Overrides of transformers methods: {listed}.", ""]
     return out
+
+
+def merged(rows: list[list[str]]) -> list[list[str]]:
+    """Neighbouring rows (newest first) whose cells but the label are equal, as one row labelled with their versions
+    (`transformers 5.16.1 … 5.22.2`), so that a sweep's table stays short where nothing changes."""
+    runs: list[list[list[str]]] = []
+    for row in rows:
+        if runs and runs[-1][-1][1:] == row[1:]:
+            runs[-1].append(row)
+        else:
+            runs.append([row])
+    order = [row[0] for row in rows]
+    return [[versions_text([r[0] for r in run], order), *run[0][1:]] if len(run) > 1 else run[0] for run in runs]
 
 
 def tests_section(seen: TestsSeen) -> list[str]:

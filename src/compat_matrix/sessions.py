@@ -331,6 +331,9 @@ def bisect_session(session: nox.Session, run: Plan) -> None:
     parser = argparse.ArgumentParser(prog="nox -s bisect --", description="Find the first release that differs.")
     bisect.add_arguments(parser)
     options = parser.parse_args(session.posargs)
+    if options.exclude_newer is not None:
+        os.environ[EXCLUDE_NEWER_VARIABLE] = options.exclude_newer
+        run = plan(run.home, run.noxfile, run.environ())
     code = guarded(lambda: run_bisect(run, options, Path(session.env_dir).parent, forwarded(sys.argv)))
     if code:
         sys.exit(code)
@@ -346,16 +349,14 @@ def _bad_input(problems: Sequence[str]) -> int:
 def run_bisect(run: Plan, options: argparse.Namespace, envdir: Path, nox_options: Sequence[str]) -> int:
     """Rounds of cells, each release of a round in a lane of its own, until the first release in `options.range`
     whose outcome for `options.subject` differs from the range's oldest; then reports/<matrix>.bisect.json.
-    Exit codes: 0 answered, 2 bad input, 3 a cell could not run, 130 interrupted."""
-    if options.exclude_newer is not None:
-        os.environ[EXCLUDE_NEWER_VARIABLE] = options.exclude_newer
-        run = plan(run.home, run.noxfile, run.environ())
+    Exit codes: 0 answered, 2 bad input, 3 a cell could not run, 130 interrupted. The run's --exclude-newer is
+    already in `run` (COMPAT_MATRIX_EXCLUDE_NEWER)."""
     if run.problems:
         return _bad_input(run.problems)
     try:
         matrix_spec, target, axis, releases = bisect_target(run, options)
         width = lanes(os.environ, os.cpu_count() or 1, physical_memory())
-    except (ValueError, resolve.ResolveError) as exc:
+    except ValueError as exc:
         return _bad_input(str(exc).splitlines())
     base = {a.package: a.values[0] for a in matrix_spec.axes}
     folder = run.folder(matrix_spec)
@@ -427,7 +428,10 @@ def bisect_target(run: Plan, options: argparse.Namespace) -> tuple[spec.MatrixSp
         allowed = spec.axis_specifier(options.range)
     except ValueError as exc:
         raise ValueError(f"--range {spec.show(options.range)}: {exc}") from None
-    versions = resolve.lookup(os.environ, matrix_spec.exclude_newer)(axis)
+    try:
+        versions = resolve.lookup(os.environ, matrix_spec.exclude_newer)(axis)
+    except resolve.ResolveError as exc:
+        raise ValueError(f"--range {spec.show(options.range)}: cannot list the releases of {axis}: {exc}") from None
     releases = list(allowed.filter(versions))
     if not releases:
         newest = f"the newest is {versions[-1]}" if versions else "there is none"

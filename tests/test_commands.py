@@ -1,0 +1,141 @@
+"""Sweeps, --exclude-newer and bisect through the plan and the command line, on a recorded answer of the package
+index (kept in the test's cache folder, so nothing is asked of the network): what gets registered, listed and
+refused. No cell runs here; tests/test_integration.py runs real ones."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from compat_matrix import cli, resolve, sessions
+from compat_matrix.cells import Cell
+
+INDEX = Path(__file__).parent / "index" / "transformers.json"
+UNREACHABLE = "http://127.0.0.1:9/simple"  # the discard port: nothing listens
+MATRIX = """
+[matrix]
+name = "demo"
+
+[axes]
+transformers = ["4.57.x", { each = "minor", range = ">=5" }]
+torch = ["2.13.0"]
+
+[[subjects]]
+target = "a.b:C"
+"""
+
+
+@pytest.fixture
+def answered(monkeypatch, index_cache):
+    """The index answers as recorded (4.57.1 … 5.24.0); asking it again would fail."""
+    monkeypatch.setenv("UV_DEFAULT_INDEX", UNREACHABLE)
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    monkeypatch.delenv("UV_FIND_LINKS", raising=False)
+    monkeypatch.setenv("COMPAT_MATRIX_EXCLUDE_NEWER", "")  # restored afterwards: `bisect` sets it for its cells
+    resolve.cached_uploads("transformers", os.environ, lambda url: INDEX.read_text())
+
+
+def write(folder: Path, text: str = MATRIX) -> Path:
+    path = folder / "m.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_sweep_registers_a_cell_per_release_with_a_stable_id(tmp_path, answered):
+    run = sessions.plan(tmp_path, tmp_path / "noxfile.py", {**os.environ, "COMPAT_MATRIX": str(write(tmp_path))})
+    assert run.problems == ()
+    assert [c.id for _, c in run.cells] == [
+        "cell:demo:transformers=4.57.x:torch=2.13.0",
+        "cell:demo:transformers=5.0.0:torch=2.13.0",
+        "cell:demo:transformers=5.14.1:torch=2.13.0",
+        "cell:demo:transformers=5.24.0:torch=2.13.0",
+    ]
+
+
+def test_list_shows_the_expansion(tmp_path, answered, capsys):
+    assert cli.main(["list", str(write(tmp_path))]) == cli.EXIT_OK
+    out, err = capsys.readouterr()
+    assert out.splitlines()[-1] == "cell:demo:transformers=5.24.0:torch=2.13.0"
+    assert err.splitlines() == [f"{tmp_path / 'm.toml'}: transformers every minor in >=5: 5.0.0, 5.14.1, 5.24.0"]
+    assert cli.main(["list", "--json", str(write(tmp_path))]) == cli.EXIT_OK
+    listed = json.loads(capsys.readouterr().out)
+    assert listed[1]["requested"] == {"transformers": "5.0.0", "torch": "2.13.0"}
+
+
+def test_exclude_newer_of_a_run_overrides_the_files(tmp_path, answered, capsys):
+    path = write(tmp_path, MATRIX.replace('name = "demo"', 'name = "demo"\nexclude_newer = 2026-01-01'))
+    run = sessions.plan(tmp_path, tmp_path / "noxfile.py", {**os.environ, "COMPAT_MATRIX": str(path)})
+    assert "no release of transformers in it (the newest is 5.0.0rc1)" in run.problems[0]  # no final 5.x yet
+    environ = {**os.environ, "COMPAT_MATRIX": str(path), "COMPAT_MATRIX_EXCLUDE_NEWER": "2026-08-01"}
+    run = sessions.plan(tmp_path, tmp_path / "noxfile.py", environ)
+    assert [c.requested["transformers"] for _, c in run.cells] == ["4.57.x", "5.0.0", "5.14.1"]
+    assert run.specs[0].exclude_newer == "2026-08-01T00:00:00Z"
+    assert sessions.option_value(["--cached", "--exclude-newer", "2026-08-01"], "--exclude-newer") == (
+        "2026-08-01",
+        ["--cached"],
+    )
+    assert sessions.option_value(["--exclude-newer=2026-08-01"], "--exclude-newer") == ("2026-08-01", [])
+
+
+def test_a_sweep_without_an_index_is_one_line_and_exit_code_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("UV_DEFAULT_INDEX", UNREACHABLE)
+    path = write(tmp_path)
+    run = sessions.plan(tmp_path, tmp_path / "noxfile.py", {**os.environ, "COMPAT_MATRIX": str(path)})
+    assert run.cells == [] and len(run.problems) == 1
+    assert run.problems[0].startswith(
+        f"{path}: axes.transformers[1] = 'every minor in >=5': cannot list the releases of transformers: "
+        f"{UNREACHABLE}/transformers/: "
+    )
+    assert cli.main(["list", str(path)]) == cli.EXIT_BAD_MATRIX
+    assert capsys.readouterr().err.count("\n") == 1
+    assert cli.main(["validate", "--offline", str(path)]) == cli.EXIT_OK
+    assert capsys.readouterr().out == f"{path}: sweeps, listed from the package index\n"
+
+
+def test_extra_cells_reach_the_nested_nox(tmp_path, answered):
+    path = write(tmp_path)
+    run = sessions.plan(tmp_path, tmp_path / "noxfile.py", {**os.environ, "COMPAT_MATRIX": str(path)})
+    extra = (
+        Cell("demo", (("transformers", "5.22.1"), ("torch", "2.13.0"))),
+        Cell("demo", (("transformers", "5.14.1"), ("torch", "2.13.0"))),  # one of the sweep's: listed once
+        Cell("other", (("transformers", "5.22.1"),)),  # not a matrix of this run
+    )
+    tried = sessions.replace(run, extra=extra)
+    environ = tried.environ()
+    again = sessions.plan(tmp_path, tmp_path / "noxfile.py", environ)
+    assert again == tried
+    assert [c.id for _, c in again.cells][-1] == "cell:demo:transformers=5.22.1:torch=2.13.0"
+    assert len(again.cells) == len(run.cells) + 1
+    assert "COMPAT_MATRIX_EXTRA_CELLS" not in run.environ()
+    broken = sessions.plan(tmp_path, tmp_path / "noxfile.py", {**environ, "COMPAT_MATRIX_EXTRA_CELLS": "[1]"})
+    assert broken.problems[0].startswith("COMPAT_MATRIX_EXTRA_CELLS = '[1]': not a list of [matrix, [[axis, value]")
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (["--subject", "a.b:D", "--range", ">=5"], "error: --subject 'a.b:D': not a subject of the matrix"),
+        (["--range", ">=6"], "error: --range '>=6': no release of transformers in it (the newest is 5.24.0)"),
+        (["--range", "five"], "error: --range 'five': not a version"),
+        (["--range", ">=5", "--axis", "jax"], "error: --axis 'jax': not a package axis of"),
+        (["--range", ">=5", "--observation", "entry_points"], "error: --observation 'entry_points': as probe.name"),
+        (["--range", ">=5", "--exclude-newer", "soon"], "error: --exclude-newer = 'soon': a date"),
+    ],
+)
+def test_bisect_refuses_bad_input_before_anything_runs(tmp_path, answered, capsys, monkeypatch, options, expected):
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path)
+    assert cli.main(["bisect", str(path), *options]) == cli.EXIT_BAD_MATRIX
+    err = capsys.readouterr().err
+    assert err.startswith(expected) and err.count("\n") == 1, err
+    assert not (tmp_path / ".nox").exists() and not (tmp_path / "reports").exists()
+
+
+def test_bisect_asks_which_subject_when_there_are_several(tmp_path, answered, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path, MATRIX + '\n[[subjects]]\ntarget = "a.b:D"\n')
+    assert cli.main(["bisect", str(path), "--range", ">=5"]) == cli.EXIT_BAD_MATRIX
+    assert capsys.readouterr().err == "error: --subject: which one? (a.b:C, a.b:D)\n"
