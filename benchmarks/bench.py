@@ -1,7 +1,9 @@
-"""How long the default matrix takes, against the floor it cannot beat: importing torch + transformers per cell.
+"""How long the default matrix takes, against the floor it cannot beat: importing torch + transformers per cell; and
+since when: a sweep of every 5.x minor from 5.14 against its floor, and how many releases bisect tests.
 
-    python benchmarks/bench.py            # from the repository root; needs uv and nox (the README's first command)
-    python benchmarks/bench.py --quick    # skip the pip peer and the scaling series
+    python benchmarks/bench.py                 # from the repository root; needs uv and nox (the README's first command)
+    python benchmarks/bench.py --quick         # skip the pip peer and the scaling series
+    python benchmarks/bench.py --since-when    # only the sweep and the bisections
 
 Prints figures and ratios; asserts nothing. Every figure is one wall-clock measurement with Python's own timer.
 """
@@ -9,6 +11,7 @@ Prints figures and ratios; asserts nothing. Every figure is one wall-clock measu
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -21,11 +24,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from compat_matrix import cells, envs, spec  # noqa: E402
+from compat_matrix import cells, envs, resolve, spec  # noqa: E402
 
 MATRIX = ROOT / "matrix" / "char-causal-lm-checkpointing.toml"
 LANES = os.cpu_count() or 1
 SCALING = ["5.14.1", "4.57.x", "5.x", "5.20.x", "5.10.x"]
+SWEEP = '[{ each = "minor", range = ">=5.14" }]'  # every 5.x minor from 5.14
+BISECT = ">=5.14,<=5.24"
+OBSERVATION = "entry_points.activation_checkpointing_enable"
 
 
 def timed(command: list[str], **env: str) -> float:
@@ -44,7 +50,12 @@ def nox_matrix(matrix: Path, reports: Path, *options: str) -> float:
 
 def cell_pythons(matrix: spec.MatrixSpec, reports: Path) -> list[Path]:
     """The interpreters of the matrix's cell environments: those in .nox/ installed with exactly the cells' pins."""
-    found = [envs.find_environment(ROOT / ".nox", matrix, cell, reports) for cell in cells.cells(matrix)]
+    releases_of = resolve.lookup(os.environ, matrix.exclude_newer)
+    matrix = resolve.expand(matrix, releases_of)
+    found = [
+        envs.find_environment(ROOT / ".nox", matrix, cell, reports, resolve.pins(cell, releases_of))
+        for cell in cells.cells(matrix)
+    ]
     if None in found:
         sys.exit("a cell's environment is missing from .nox/ after the warm-up run")
     return found
@@ -59,15 +70,56 @@ def floor(pythons: list[Path], module: str) -> float:
     return time.perf_counter() - start
 
 
-def variant_of(matrix: Path, folder: Path, name: str, transformers: list[str]) -> Path:
+def variant_of(matrix: Path, folder: Path, name: str, transformers: list[str] | str) -> Path:
+    """The matrix under another name with another transformers axis (a list of values, or TOML as written)."""
     text = matrix.read_text()
     text = text.replace('name = "char-causal-lm-checkpointing"', f'name = "{name}"')
-    text = text.replace(
-        'transformers = ["4.57.x", "5.14.1", "5.x"]', f"transformers = {transformers!r}".replace("'", '"')
-    )
+    axis = transformers if isinstance(transformers, str) else json.dumps(transformers)
+    text = text.replace('transformers = ["4.57.x", "5.14.1", "5.x"]', f"transformers = {axis}")
     path = folder / f"{name}.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+def bisection(matrix: Path, reports: Path, *options: str) -> tuple[float, dict, str]:
+    """`nox -s bisect -- --range BISECT …`: seconds, the answer file, and the answer's line."""
+    command = [sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "-s", "bisect", "--", "--range", BISECT]
+    start = time.perf_counter()
+    done = subprocess.run(
+        [*command, *options],
+        env={**os.environ, "COMPAT_MATRIX": str(matrix), "COMPAT_MATRIX_REPORTS": str(reports)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"bisect failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
+    line = next(line for line in done.stdout.splitlines() if line.startswith("first differing release:"))
+    return seconds, json.loads((reports / f"{spec.load(matrix).name}.bisect.json").read_text()), line
+
+
+def since_when(folder: Path, module: str, show) -> None:
+    """A sweep of every 5.x minor from 5.14 (warm, against one import per cell) and bisect over >=5.14,<=5.24 on the
+    verdict and on one observation. The matrices keep the default name: their cells' environments are the default
+    matrix's, and each other's."""
+    sweep = variant_of(MATRIX, folder / "sweep", "char-causal-lm-checkpointing", SWEEP)
+    nox_matrix(sweep, folder / "sweep-warmup")  # environments exist and are installed
+    pythons = cell_pythons(spec.load(sweep), folder / "sweep-warmup")
+    base = floor(pythons, module)
+    show(f"floor: one import per cell of the sweep ({len(pythons)} cells), {LANES} lanes", f"{base:6.1f} s")
+    warm = nox_matrix(sweep, folder / "sweep-warm")
+    show(
+        f"warm sweep of every 5.x minor from 5.14 ({len(pythons)} cells)",
+        f"{warm:6.1f} s   ratio to floor {warm / base:.2f}",
+    )
+    glance = json.loads((folder / "sweep-warm" / "char-causal-lm-checkpointing.json").read_text())["subjects"][0]
+    show("sweep: at a glance", glance["glance"])
+    for what, options in (("verdict", ()), (OBSERVATION, ("--observation", OBSERVATION))):
+        seconds, answer, line = bisection(MATRIX, folder / f"bisect-{len(options)}", *options)
+        tested = f"{len(answer['tested'])} releases tested in {len(answer['rounds'])} rounds"
+        show(f"bisect {BISECT} on the {what}", f"{seconds:6.1f} s   {tested}; {line}")
 
 
 def setup_seconds(tool: str, folder: Path, requirements: list[str]) -> float:
@@ -87,6 +139,7 @@ def setup_seconds(tool: str, folder: Path, requirements: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip the pip peer and the scaling series")
+    parser.add_argument("--since-when", action="store_true", help="only the sweep and the bisections")
     args = parser.parse_args()
     default = spec.load(MATRIX)
     module = default.subjects[0].target.split(":")[0]
@@ -99,6 +152,10 @@ def main() -> None:
     show("machine", f"{os.cpu_count()} cores, {LANES} lanes, {len(cells.cells(default))} cells in the default matrix")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        if args.since_when:
+            since_when(folder, module, show)
+            table(rows)
+            return
         nox_matrix(MATRIX, folder / "warmup")  # environments exist and are installed
         pythons = cell_pythons(default, folder / "warmup")
         single = floor(pythons[:1], module)
@@ -135,7 +192,11 @@ def main() -> None:
                     variant_of(MATRIX, folder, "bench-scale", SCALING[:count]), folder / f"scale-{count}"
                 )
                 show(f"warm matrix with {count} cell(s)", f"{seconds:6.1f} s   {seconds / count:.1f} s per cell")
+        since_when(folder, module, show)
+    table(rows)
 
+
+def table(rows: list[tuple[str, str]]) -> None:
     print("\n| measurement | figure |\n|---|---|")
     for label, value in rows:
         print(f"| {label} | {value.strip()} |")

@@ -179,5 +179,5 @@ def test_answer_file_and_line():
     nothing = bisect.bisect(releases, oracle(releases, 5), 2, log=lambda line: None)
     assert bisect.answer_json(nothing, "m", TARGET, "transformers", ">=5.0")["first_differing"] is None
     assert bisect.answer_line(nothing, "transformers", ">=5.0") == (
-        "no release in >=5.0 differs: transformers 5.0.0 … 5.4.0 same"
+        "first differing release: none in >=5.0 (transformers 5.0.0 … 5.4.0: same throughout)"
     )

@@ -254,7 +254,7 @@ def test_what_an_install_asks_for_is_named_without_versions():
         (Stamp("old", asked(ARGS)), "k", ARGS, IN_PLACE),  # a new release of what it holds
         (Stamp("old", asked(ARGS[1:])), "k", ARGS, IN_PLACE),  # a requirement added
         (Stamp("old", asked(ARGS)), "k", ARGS[1:], FRESH),  # a requirement removed
-        (Stamp("old", asked(ARGS)), "k", [*ARGS, "--exclude-newer=2026-10-01T00:00:00Z"], IN_PLACE),
+        (Stamp("old", asked(ARGS)), "k", [*ARGS, "--exclude-newer=2026-10-01T00:00:00Z"], FRESH),  # date set
         (Stamp("old", asked([*ARGS, "--exclude-newer=2026-10-01T00:00:00Z"])), "k", ARGS, FRESH),  # date dropped
         (Stamp("k"), "k", ARGS, KEEP),  # a stamp of an earlier compat-matrix, same fingerprint
         (Stamp("old"), "k", ARGS, FRESH),  # ... another one: what it holds is not known

@@ -185,7 +185,9 @@ def answer_line(answer: Answer, axis: str, spec: str) -> str:
     """`first differing release: transformers 5.23.0 (5.22.2 same)`, or that nothing in the range differs."""
     same = answer.tested[answer.last_same]
     if answer.first_differing is None:
-        return f"no release in {spec} differs: {axis} {answer.releases[0]} … {answer.last_same} {same}"
+        oldest = answer.releases[0]
+        tested = f"{oldest} … {answer.last_same}" if answer.last_same != oldest else str(oldest)
+        return f"first differing release: none in {spec} ({axis} {tested}: {same} throughout)"
     return f"first differing release: {axis} {answer.first_differing} ({answer.last_same} {same})"
 
 

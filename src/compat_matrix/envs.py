@@ -5,8 +5,8 @@ here becomes a labelled CellResult, so one bad cell never stops the matrix.
 
 An environment is installed again when its fingerprint changes: the install arguments (with ranged axis values
 pinned to the release the index offers today, `resolve.pins`) and the contents of local requirements. It is
-installed in place, except when something it was installed with is no longer asked for (a requirement removed,
-`--exclude-newer` changed): then it is emptied first (`uv venv --clear`), so nothing stale stays in it.
+installed in place, except when something it was installed with is no longer asked for (a requirement removed)
+or `--exclude-newer` changed: then it is emptied first (`uv venv --clear`), so nothing stale stays in it.
 """
 
 from __future__ import annotations
@@ -227,12 +227,20 @@ class Stamp:
 def install_kind(stamp: Stamp | None, environment: str, args: Iterable[str]) -> str:
     """How to bring an environment with `stamp` to the fingerprint `environment`: KEEP it as it is, install IN_PLACE
     (new, or everything it holds is still asked for: a new release, an added requirement, changed local code), or
-    empty it first (FRESH: something it was installed with is no longer asked for, or its stamp does not say)."""
+    empty it first (FRESH: something it was installed with is no longer asked for, the installer's options changed
+    (`--exclude-newer`: what it installed before may be newer), or its stamp does not say)."""
     if stamp is None:
         return IN_PLACE
     if stamp.key == environment:
         return KEEP
-    return IN_PLACE if stamp.asked is not None and stamp.asked <= asked(args) else FRESH
+    wanted = asked(args)
+    if stamp.asked is None or not stamp.asked <= wanted or _options(stamp.asked) != _options(wanted):
+        return FRESH
+    return IN_PLACE
+
+
+def _options(names: Iterable[str]) -> set[str]:
+    return {name for name in names if name.startswith("-")}
 
 
 def read_stamp(environment: Path) -> Stamp | None:

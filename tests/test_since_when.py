@@ -1,0 +1,121 @@
+"""Since when? Real cells: a sweep as of a date, bisect over a few releases, and a warm `5.x` environment brought to
+today's newest release. The matrices keep the default matrix's name, so their cells share environments with it (and
+with each other): `cell:char-causal-lm-checkpointing:transformers=5.16.1:torch=2.13.0` is one environment whichever
+run asks for it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from compat_matrix import resolve
+from conftest import ROOT, run_matrix
+
+pytestmark = pytest.mark.integration
+
+DEFAULT = ROOT / "matrix" / "char-causal-lm-checkpointing.toml"
+SWITCHES = 'methods = ["gradient_checkpointing_enable", "gradient_checkpointing_disable"]'
+
+
+def matrix(folder: Path, transformers: str, extra: str = "", methods: str | None = None) -> Path:
+    """The default matrix with another transformers axis (TOML, as written), lines added to [matrix], and other
+    audited methods."""
+    text = DEFAULT.read_text().replace('transformers = ["4.57.x", "5.14.1", "5.x"]', f"transformers = {transformers}")
+    text = text.replace(
+        'requirements = ["utf8-tokenizer==0.8.5"]', f'requirements = ["utf8-tokenizer==0.8.5"]\n{extra}'
+    )
+    if methods:
+        text = text.replace(text[text.index("methods = [") :].splitlines()[0], methods)
+    path = folder / "char-causal-lm-checkpointing.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_sweep_as_of_a_date_runs_each_minor_and_says_where_the_verdict_changes(tmp_path):
+    """Every minor from 5.15 to 5.16, installed as of 2026-10-11 (utf8-tokenizer 0.8.5 was uploaded the day before):
+    the checkpointing switches' verdict changes at 5.16, where every_n_layers appears."""
+    newer = 'exclude_newer = "2026-10-11"'
+    path = matrix(tmp_path, '[{ each = "minor", range = ">=5.15,<5.17" }]', newer, SWITCHES)
+    done, report = run_matrix(path, tmp_path / "reports")
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert [c["cell"] for c in report["cells"]] == [
+        "cell:char-causal-lm-checkpointing:transformers=5.16.1:torch=2.13.0",
+        "cell:char-causal-lm-checkpointing:transformers=5.15.1:torch=2.13.0",
+    ]
+    assert [c["resolved"]["transformers"] for c in report["cells"]] == ["5.16.1", "5.15.1"]
+    assert report["exclude_newer"] == "2026-10-11T00:00:00Z"
+    (subject,) = report["subjects"]
+    assert subject["glance"] == "same 5.15.1 · differs 5.16.1"
+    markdown = (tmp_path / "reports" / "char-causal-lm-checkpointing.md").read_text()
+    assert "At a glance: same 5.15.1 · differs 5.16.1" in markdown
+    assert "Releases as of 2026-10-11T00:00:00Z (`exclude_newer`)" in markdown
+    assert "--exclude-newer=2026-10-11T00:00:00Z" in done.stdout  # what uv was given
+
+
+def bisect(path: Path, reports: Path, *options: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COMPAT_MATRIX": str(path), "COMPAT_MATRIX_REPORTS": str(reports)}
+    command = [sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "-s", "bisect", "--", *options]
+    return subprocess.run(command, env=env, capture_output=True, text=True, cwd=ROOT)
+
+
+def test_bisect_finds_the_release_that_brought_a_new_entry_point_and_reuses_its_results(tmp_path):
+    """activation_checkpointing_enable appeared in transformers 5.23.0. Four releases, two lanes: the oldest and
+    5.22.2 in round 1, then 5.23.0; a second bisection of the range reuses all three results."""
+    path = matrix(tmp_path, '["5.x"]')
+    options = ["--range", ">=5.22,<=5.23", "--observation", "entry_points.activation_checkpointing_enable"]
+    done = bisect(path, tmp_path / "reports", *options)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert "round 1: testing transformers 5.22.0, 5.22.2 (first differing in 5.22.1 … 5.23.0 or none)" in lines
+    assert "round 2: testing transformers 5.23.0 (first differing: 5.23.0)" in lines
+    assert "first differing release: transformers 5.23.0 (5.22.2 absent)" in lines
+    answer = json.loads((tmp_path / "reports" / "char-causal-lm-checkpointing.bisect.json").read_text())
+    assert answer == {
+        "schema": 1,
+        "matrix": "char-causal-lm-checkpointing",
+        "subject": "utf8_tokenizer.char_causal_lm:CharacterCausalLMWrapper",
+        "axis": "transformers",
+        "range": ">=5.22,<=5.23",
+        "observation": "entry_points.activation_checkpointing_enable",
+        "first_differing": "5.23.0",
+        "last_same": "5.22.2",
+        "tested": {"5.22.0": "absent", "5.22.2": "absent", "5.23.0": "differs"},
+        "rounds": [["5.22.0", "5.22.2"], ["5.23.0"]],
+        "single_change": True,
+        "exclude_newer": None,
+    }
+    start = time.monotonic()
+    again = bisect(path, tmp_path / "reports", *options)
+    assert again.returncode == 0 and "first differing release: transformers 5.23.0 (5.22.2 absent)" in again.stdout
+    assert again.stdout.count("| ok (reused) |") == 3, again.stdout[-3000:]
+    assert time.monotonic() - start < 60  # no cell imported torch again
+
+
+def test_a_warm_5x_environment_is_brought_to_the_newest_release(tmp_path, index_cache):
+    """First as if the run were before 5.24.0 was released (the index's answer, as recorded, without 5.24.0, kept in
+    the cache): `5.x` installs 5.14.1. Then with today's answer: the same environment is reinstalled in place."""
+    path = matrix(tmp_path, '["5.x"]')
+    recorded = json.loads((ROOT / "tests" / "index" / "transformers.json").read_text())
+    recorded["files"] = [f for f in recorded["files"] if "5.24.0" not in f["filename"]]
+    resolve.cached_uploads("transformers", os.environ, lambda url: json.dumps(recorded))
+    done, report = run_matrix(path, tmp_path / "reports")
+    assert done.returncode == 0, done.stdout[-3000:]
+    (cell,) = report["cells"]
+    assert cell["cell"] == "cell:char-causal-lm-checkpointing:transformers=5.x:torch=2.13.0"
+    assert (cell["requested"]["transformers"], cell["resolved"]["transformers"]) == ("5.x", "5.14.1")
+
+    for kept in index_cache.rglob("*.json"):
+        kept.unlink()  # today's answer: 5.24.0 is out
+    done, report = run_matrix(path, tmp_path / "reports")
+    assert done.returncode == 0, done.stdout[-3000:]
+    (cell,) = report["cells"]
+    assert (cell["requested"]["transformers"], cell["resolved"]["transformers"]) == ("5.x", "5.24.0")
+    install = [line for line in done.stdout.splitlines() if " pip install --python " in line]
+    assert len(install) == 1 and "transformers==5.24.0" in install[0], done.stdout[-3000:]
+    assert " venv --clear " not in done.stdout  # in place: the environment keeps what it has
