@@ -73,7 +73,7 @@ def test_bisect_finds_the_release_that_brought_a_new_entry_point_and_reuses_its_
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert "round 1: testing transformers 5.22.0, 5.22.2 (first differing in 5.22.1 … 5.23.0 or none)" in lines
-    assert "round 2: testing transformers 5.23.0 (first differing: 5.23.0)" in lines
+    assert "round 2: testing transformers 5.23.0 (first differing in 5.23.0 or none)" in lines
     assert "first differing release: transformers 5.23.0 (5.22.2 absent)" in lines
     answer = json.loads((tmp_path / "reports" / "char-causal-lm-checkpointing.bisect.json").read_text())
     assert answer == {
@@ -93,7 +93,8 @@ def test_bisect_finds_the_release_that_brought_a_new_entry_point_and_reuses_its_
     start = time.monotonic()
     again = bisect(path, tmp_path / "reports", *options)
     assert again.returncode == 0 and "first differing release: transformers 5.23.0 (5.22.2 absent)" in again.stdout
-    assert again.stdout.count("| ok (reused) |") == 3, again.stdout[-3000:]
+    reused = [line for line in again.stdout.splitlines() if line.startswith("[") and "| ok (reused) |" in line]
+    assert len(reused) == 3, again.stdout[-3000:]  # a progress line per cell
     assert time.monotonic() - start < 60  # no cell imported torch again
 
 
