@@ -106,3 +106,35 @@ def test_a_probe_module_of_your_own_runs_beside_the_built_in_ones_and_a_broken_o
     broken = observed[str(example / "broken_probes.py"), "error"]
     assert broken["override"] == broken["base"] == "RuntimeError: cannot import this" and not broken["carries"]
     assert "frozen model input grads" in (tmp_path / "reports" / "custom-probe.md").read_text()
+
+
+def test_your_own_tests_under_both_variants_and_against_broken_overrides(tmp_path):
+    """The example of the PR's four tests, on one real cell: by running them, the report finds what the PR's
+    reviewers found by reading (the kwargs test adds nothing, the gradient test catches no broken backward) and
+    that none of them needs the override."""
+    example = tmp_path / "char-wrapper-tests"
+    shutil.copytree(ROOT / "examples" / "char-wrapper-tests", example)
+    matrix = example / "matrix.toml"
+    matrix.write_text(matrix.read_text().replace('transformers = ["4.57.x", "5.14.1"]', 'transformers = ["5.14.1"]'))
+    done, report = run_matrix(matrix, tmp_path / "reports")
+    assert done.returncode == 0, done.stdout[-3000:]
+    (cell,) = report["cells"]
+    tests = {t["id"].rsplit("::", 1)[1]: t for t in cell["subjects"][0]["tests"]}
+    assert set(tests) == {
+        "test_enable_reaches_wrapped_model",
+        "test_disable_reaches_wrapped_model",
+        "test_enable_forwards_kwargs",
+        "test_backward_still_produces_gradients",
+    }
+    assert all(t["override"] == t["base"] == "passed" for t in tests.values())  # none needs the override
+    assert "gradient_checkpointing_enable: drops kwargs" not in tests["test_enable_forwards_kwargs"]["catches"]
+    assert set(tests["test_enable_forwards_kwargs"]["catches"]) <= set(
+        tests["test_enable_reaches_wrapped_model"]["catches"]
+    )
+    assert tests["test_backward_still_produces_gradients"]["catches"] == []
+    assert tests["test_disable_reaches_wrapped_model"]["catches"] == ["gradient_checkpointing_disable: does nothing"]
+    summary = next(s for s in report["subjects"])["tests"]
+    assert summary["catch_none"] == ["test_backward_still_produces_gradients"]
+    assert summary["adds_nothing"] == {"test_enable_forwards_kwargs": "test_enable_reaches_wrapped_model"}
+    markdown = (tmp_path / "reports" / "char-wrapper-tests.md").read_text()
+    assert "`test_backward_still_produces_gradients` catches none" in markdown
