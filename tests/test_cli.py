@@ -195,3 +195,15 @@ def test_an_unexpected_error_in_the_matrix_session_is_exit_code_4(tmp_path, caps
     assert sessions.guarded(broken) == exits.UNEXPECTED
     assert capsys.readouterr().err.startswith("exit 4: unexpected error KeyError: 'no such key' (traceback in ")
     assert sessions.guarded(lambda: 3) == 3
+
+
+def test_a_python_without_the_report_s_dependencies_is_told_so_before_any_cell_runs(tmp_path, capsys, monkeypatch):
+    matrix = tmp_path / "m.toml"
+    matrix.write_text(MATRIX)
+    run = sessions.plan(tmp_path, tmp_path / "noxfile.py", {"COMPAT_MATRIX": str(matrix)})
+    monkeypatch.setattr(sessions, "REPORT_NEEDS", ("pandas", "no_such_dependency_here"))
+    assert sessions.run_matrix(run, None, tmp_path / ".nox", [], [], cached=False) == exits.BAD_INPUT
+    out = capsys.readouterr()
+    assert "error: the report needs no_such_dependency_here in this Python" in out.err
+    assert out.out.strip().endswith("exit 2: bad input, nothing ran")
+    assert not (tmp_path / ".nox").exists() and not (tmp_path / "reports").exists()

@@ -26,7 +26,7 @@ def test_every_broken_override_is_caught_where_expected_and_the_controls_stay_sa
     versions = [cell["resolved"]["transformers"] for cell in report["cells"]]
     assert len(versions) == 3 and versions[1] == "5.14.1" and versions[2].startswith("4.57.")
     expected = {s.target: s for s in load(outside / "selfcheck.toml").subjects}
-    assert sum(bool(s.catches) for s in expected.values()) == 12  # every broken override names its catches
+    assert sum(bool(s.catches) for s in expected.values()) == 17  # every broken override names its catches
     for cell in report["cells"]:
         assert cell["status"] == "ok", cell
         assert {s["target"] for s in cell["subjects"]} == set(expected)
@@ -54,12 +54,22 @@ def test_default_matrix_rows_and_a_release_that_does_not_exist(tmp_path):
     assert "99.0" in by_version["99.0"]["reason"] and "\n" not in by_version["99.0"]["reason"]
     for version in ("4.57.6", "5.14.1"):
         (subject,) = by_version[version]["subjects"]
-        assert subject["verdict"] == "same", subject
+        # get_input_embeddings is needed everywhere (its base raises NotImplementedError); the switches are not
+        assert subject["verdict"] == "differs" and subject["follows"] == ["get_input_embeddings"], subject
         assert by_version[version]["resolved"]["torch"].startswith("2.13.0")
+    (summary,) = report["subjects"]
+    for method in ("gradient_checkpointing_enable", "gradient_checkpointing_disable"):
+        assert (
+            f"`{method}`: **redundant** on transformers 4.57.6, 5.14.1: deleting changes nothing there."
+            in (summary["conclusions"])
+        )
+    assert any(
+        line.startswith("`get_input_embeddings`: **needed** on transformers 4.57.6") for line in summary["conclusions"]
+    )
     markdown = (tmp_path / "reports" / "char-causal-lm-checkpointing.md").read_text()
     for version in ("4.57.6", "5.14.1"):
         row = next(line for line in markdown.splitlines() if line.startswith(f"| transformers {version} "))
-        assert row.count("enable→True, disable→False") == 2 and "| same" in row
+        assert row.count("enable→True, disable→False") == 2 and "[follows get_input_embeddings]" in row
     assert "| transformers 99.0 (requested)" in markdown
 
 
@@ -105,4 +115,36 @@ def test_a_probe_module_of_your_own_runs_beside_the_built_in_ones_and_a_broken_o
     assert mine["override"] is False  # the module get_input_embeddings returns is never called: no input grads
     broken = observed[str(example / "broken_probes.py"), "error"]
     assert broken["override"] == broken["base"] == "RuntimeError: cannot import this" and not broken["carries"]
-    assert "frozen model input grads" in (tmp_path / "reports" / "custom-probe.md").read_text()
+    assert "| frozen_model_input_grads | loss_requires_grad |" in (tmp_path / "reports" / "custom-probe.md").read_text()
+
+
+def test_your_own_tests_under_both_variants_and_against_broken_overrides(tmp_path):
+    """The example of the PR's four tests, on one real cell: by running them, the report finds what the PR's
+    reviewers found by reading (the kwargs test adds nothing, the gradient test catches no broken backward) and
+    that none of them needs the override."""
+    example = tmp_path / "char-wrapper-tests"
+    shutil.copytree(ROOT / "examples" / "char-wrapper-tests", example)
+    matrix = example / "matrix.toml"
+    matrix.write_text(matrix.read_text().replace('transformers = ["4.57.x", "5.14.1"]', 'transformers = ["5.14.1"]'))
+    done, report = run_matrix(matrix, tmp_path / "reports")
+    assert done.returncode == 0, done.stdout[-3000:]
+    (cell,) = report["cells"]
+    tests = {t["id"].rsplit("::", 1)[1]: t for t in cell["subjects"][0]["tests"]}
+    assert set(tests) == {
+        "test_enable_reaches_wrapped_model",
+        "test_disable_reaches_wrapped_model",
+        "test_enable_forwards_kwargs",
+        "test_backward_still_produces_gradients",
+    }
+    assert all(t["override"] == t["base"] == "passed" for t in tests.values())  # none needs the override
+    assert "gradient_checkpointing_enable: drops kwargs" not in tests["test_enable_forwards_kwargs"]["catches"]
+    assert set(tests["test_enable_forwards_kwargs"]["catches"]) <= set(
+        tests["test_enable_reaches_wrapped_model"]["catches"]
+    )
+    assert tests["test_backward_still_produces_gradients"]["catches"] == []
+    assert tests["test_disable_reaches_wrapped_model"]["catches"] == ["gradient_checkpointing_disable: does nothing"]
+    summary = next(s for s in report["subjects"])["tests"]
+    assert summary["catch_none"] == ["test_backward_still_produces_gradients"]
+    assert summary["adds_nothing"] == {"test_enable_forwards_kwargs": "test_enable_reaches_wrapped_model"}
+    markdown = (tmp_path / "reports" / "char-wrapper-tests.md").read_text()
+    assert "`test_backward_still_produces_gradients` catches none" in markdown

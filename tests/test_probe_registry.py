@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from compat_matrix.probes import ANY, probes_for, registry
+from compat_matrix.probes.generic import calls_near, signature_gap, takes
 from conftest import ROOT, catches
 
 README_ROW = re.compile(r"^\| `(\w+)` \| (.+?) \| (.+?) \|$", re.MULTILINE)
@@ -42,3 +43,51 @@ def test_probes_for_selects_by_audited_method_and_probes_of_any_method_come_last
     assert len(probes_for(("gradient_checkpointing_enable",))) == len(registry())
     assert [p.name for p in probes_for(("forward",))] == generic
     assert probes_for(()) == []
+
+
+MODULE = '''
+import os
+
+def helper():
+    """Mentions model.tie_weights(recompute_mapping=False) in a docstring only."""
+
+class Model:
+    def init_weights(
+        self,
+        strict: bool = True,
+    ):
+        def nested(x):
+            return x
+        self.tie_weights(recompute_mapping=False)
+
+    def load(self, missing):
+        self.tie_weights(
+            missing_keys=missing, recompute_mapping=False
+        )
+        other.tie_weights(*args, **kwargs)
+'''
+
+
+def test_call_sites_are_read_from_the_functions_that_mention_the_name_and_not_from_docstrings():
+    found = {call for call in calls_near(MODULE, "tie_weights") if call[0] == "tie_weights"}
+    assert found == {
+        ("tie_weights", 0, ("missing_keys", "recompute_mapping"), False, False, 17),
+        ("tie_weights", 0, ("recompute_mapping",), False, False, 14),
+        ("tie_weights", 0, (), True, True, 20),
+    }
+    at_module_level = calls_near("model.tie_weights()\n", "tie_weights")
+    assert at_module_level == (("tie_weights", 0, (), False, False, 1),)
+
+
+def test_a_signature_gap_names_what_the_override_cannot_take():
+    def base(self, missing_keys=None, recompute_mapping=True, *, strict=False):
+        pass
+
+    def override(self, strict=True):
+        pass
+
+    gap = signature_gap(override, base)
+    assert gap["cannot_take"] == ["missing_keys (positional or keyword)", "recompute_mapping (positional or keyword)"]
+    assert gap["other_defaults"] == {"strict": {"override": True, "base": False}}
+    assert takes(override, 0, ("recompute_mapping",), False, False) is False
+    assert takes(base, 0, ("recompute_mapping",), False, False) is True

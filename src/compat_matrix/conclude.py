@@ -31,6 +31,7 @@ KINDS = (HARMFUL, NEEDED, DIFFERENTLY, UNKNOWN, NOT_RUN, REDUNDANT)  # the order
 SHORT = 48  # characters of a value in a phrase
 _DEPRECATED = re.compile(r"deprecat", re.IGNORECASE)
 _REPLACEMENT = re.compile(r"[Uu]se `([\w.]+)`")
+Where = tuple[tuple[str, tuple[str, ...]], ...]  # (probe title, observation names): (("Trainer step", ("default",)),)
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,7 @@ class Contrast:
     in short."""
 
     kind: str  # HARMFUL, NEEDED or DIFFERENTLY
-    where: tuple[
-        tuple[str, tuple[str, ...]], ...
-    ]  # (probe title, observation names), e.g. ("Trainer step", ("default",))
+    where: Where
     override: str
     base: str
     error: str | None = None  # the one-sided error's first line
@@ -113,8 +112,8 @@ def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
 def sides(override: Any, base: Any) -> tuple[str, str]:
     """The two values in short, naming only what differs: dict keys whose values differ, list items on one side."""
     if isinstance(override, list) and isinstance(base, list) and all(isinstance(v, str) for v in override + base):
-        only = ([v for v in override if v not in base], [v for v in base if v not in override])
-        return tuple(short(items) if items else "nothing more" for items in only)  # type: ignore[return-value]
+        mine, theirs = [v for v in override if v not in base], [v for v in base if v not in override]
+        return short(mine) if mine else "nothing more", short(theirs) if theirs else "nothing more"
     flat_o, flat_b = _flat(override), _flat(base)
     if len(flat_o) > 1 or len(flat_b) > 1:
         keys = [k for k in dict.fromkeys([*flat_o, *flat_b]) if flat_o.get(k) != flat_b.get(k)]

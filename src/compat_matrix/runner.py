@@ -250,8 +250,9 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
         variants.check(cls, methods)
     except variants.VariantError as exc:
         return replace(failed, status="bad-subject", reason=str(exc))
-    prepare(methods)
     gc.freeze()  # the subject's imports too, before its variants are forked
+    prepare(methods)
+    gc.freeze()
     probes = probes_for(methods)
     exercised = {m for p in probes for m in p.exercises}
     unprobed = tuple(m for m in methods if m not in exercised and ANY[0] not in exercised)
@@ -347,9 +348,10 @@ def run(request: dict[str, Any]) -> CellResult:
     ]
     prewarm(PREWARM + (("pytest",) if any(a.tests for a in asks) else ()))
     unloaded = tuple(load_probe_modules(request.get("probes", [])).items())
-    prepare(tuple(dict.fromkeys(m for a in asks for m in a.methods)))
     # Everything imported so far is permanent: the collections that transformers and accelerate run (once per
-    # Trainer step) then skip it, and forked children share its pages instead of copying them.
+    # Trainer step), and those parsing sources triggers, then skip it, and forked children share its pages.
+    gc.freeze()
+    prepare(tuple(dict.fromkeys(m for a in asks for m in a.methods)))
     gc.freeze()
     subjects = tuple(run_isolated(replace(ask, unloaded=unloaded)) for ask in asks)
     return CellResult(

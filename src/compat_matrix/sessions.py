@@ -15,6 +15,7 @@ this repository's, which adds its development sessions. The nested nox rebuilds 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -38,6 +39,7 @@ CACHED_VARIABLE = "COMPAT_MATRIX_CACHED"  # "1": reuse results whose fingerprint
 MUTANTS_VARIABLE = "COMPAT_MATRIX_MUTANTS"  # "1": run the tests against broken overrides too (`--mutants`)
 EXCLUDE_NEWER_VARIABLE = resolve.EXCLUDE_NEWER_VARIABLE  # `--exclude-newer` of one run
 EXTRA_VARIABLE = "COMPAT_MATRIX_EXTRA_CELLS"  # cells beyond the files' own (bisect's releases), as JSON
+REPORT_NEEDS = ("pandas", "packaging")  # imported by the report, which runs in nox's own Python
 CELL_MEMORY = 2 * 1024**3  # bytes one cell takes at most, about: torch, transformers, a tiny model
 # Options of the nox that runs `matrix` that the cells' nox needs too, and whether each takes a value.
 FORWARDED = {
@@ -257,6 +259,15 @@ def run_matrix(
 ) -> int:
     """Run the cells (`ids`, else all) in parallel lanes, then the report (unless `report` is false: then the exit
     code is 0 or 3, from the cells alone). One run at a time per reports folder."""
+    missing = [name for name in REPORT_NEEDS if importlib.util.find_spec(name) is None]
+    if report and missing:  # say so before any cell runs, not with a traceback (exit 1) at the end
+        print(
+            f"error: the report needs {', '.join(missing)} in this Python ({sys.executable}): "
+            "python -m pip install -e <compat-matrix checkout>, or run `compat-matrix run`",
+            file=sys.stderr,
+        )
+        print(exits.exit_line(exits.BAD_INPUT, []), flush=True)
+        return exits.BAD_INPUT
     try:
         width = lanes(os.environ, os.cpu_count() or 1, physical_memory())
     except ValueError as exc:

@@ -10,6 +10,7 @@ import inspect
 import math
 import re
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -83,20 +84,72 @@ def _package_files() -> tuple[tuple[Path, str], ...]:
     return tuple((p, p.read_text(encoding="utf-8", errors="replace")) for p in files)
 
 
-@functools.cache
-def _attribute_calls(path: Path) -> tuple[tuple[str, int, tuple[str, ...], bool, bool, int], ...]:
-    """Every `<something>.name(...)` call in one file: (name, positional arguments, keyword names, has *args,
-    has **kwargs, line)."""
-    text = dict(_package_files())[path]
+_DEF = re.compile(r"^(\s*)(?:async\s+)?def\s")
+
+
+def enclosing_block(lines: list[str], index: int) -> tuple[int, str] | None:
+    """The function that line `index` is in, dedented: (its first line's index, its source); None at module level.
+    Parsing one function rather than a whole module is what keeps a cell's share of this well under a second."""
+    indent = len(lines[index]) - len(lines[index].lstrip())
+    for start in range(index, -1, -1):
+        found = _DEF.match(lines[start])
+        if not found or (len(found.group(1)) >= indent and start != index):
+            continue
+        end = _block_end(lines, start, len(found.group(1)))
+        if end > index:  # not a function that ended before the line
+            return start, textwrap.dedent("\n".join(lines[start:end]))
+    return None
+
+
+def _block_end(lines: list[str], start: int, depth: int) -> int:
+    end = start + 1
+    while end < len(lines) and (
+        not lines[end].strip()
+        or len(lines[end]) - len(lines[end].lstrip()) > depth
+        or lines[end].lstrip().startswith((")", "]", "}"))  # the end of a signature over several lines
+    ):
+        end += 1
+    return end
+
+
+def _calls_in(source: str, offset: int) -> list[tuple[str, int, tuple[str, ...], bool, bool, int]]:
+    """Every `<something>.name(...)` call in `source` (whose first line is line `offset` + 1 of its file):
+    (name, positional arguments, keyword names, has *args, has **kwargs, line)."""
     found = []
-    for node in ast.walk(ast.parse(text)):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             starred = any(isinstance(a, ast.Starred) for a in node.args)
             positional = sum(not isinstance(a, ast.Starred) for a in node.args)
             keywords = tuple(k.arg for k in node.keywords if k.arg is not None)
             splat = any(k.arg is None for k in node.keywords)
-            found.append((node.func.attr, positional, keywords, starred, splat, node.lineno))
-    return tuple(found)
+            found.append((node.func.attr, positional, keywords, starred, splat, node.lineno + offset))
+    return found
+
+
+@functools.cache
+def _calls_near(path: Path, name: str) -> tuple[tuple[str, int, tuple[str, ...], bool, bool, int], ...]:
+    return calls_near(dict(_package_files())[path], name)
+
+
+def calls_near(text: str, name: str) -> tuple[tuple[str, int, tuple[str, ...], bool, bool, int], ...]:
+    """The calls in the functions of a module's source whose text mentions `.name(`; the whole module where a
+    function cannot be told apart (a mention at module level, a function that does not parse alone)."""
+    lines = text.splitlines()
+    pattern = re.compile(rf"\.{re.escape(name)}\(")
+    blocks = {}
+    for index, line in enumerate(lines):
+        if pattern.search(line) or (index and pattern.search(lines[index - 1] + line.lstrip())):
+            block = enclosing_block(lines, index)
+            if block is None:
+                return tuple(_calls_in(text, 0))
+            blocks[block[0]] = block[1]
+    found = []
+    for start, source in blocks.items():
+        try:
+            found += _calls_in(source, start)
+        except SyntaxError:
+            return tuple(_calls_in(text, 0))
+    return tuple(dict.fromkeys(found))
 
 
 def call_sites(name: str) -> list[tuple[str, int, tuple[str, ...], bool, bool]]:
@@ -108,7 +161,7 @@ def call_sites(name: str) -> list[tuple[str, int, tuple[str, ...], bool, bool]]:
     sites = []
     for path, text in _package_files():
         if pattern.search(text):
-            for called, positional, keywords, starred, splat, line in _attribute_calls(path):
+            for called, positional, keywords, starred, splat, line in _calls_near(path, name):
                 if called == name:
                     sites.append((f"{path.relative_to(root)}:{line}", positional, keywords, starred, splat))
     return sites

@@ -1,0 +1,136 @@
+"""The conclusions and recommendations the report derives from verdicts, by its documented rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from compat_matrix.conclude import (
+    DIFFERENTLY,
+    HARMFUL,
+    NEEDED,
+    REDUNDANT,
+    Row,
+    conclude,
+    conclude_method,
+    deprecations,
+    glance,
+    summarize,
+    versions_text,
+)
+from compat_matrix.results import Observation, SubjectResult
+from compat_matrix.verdict import decide
+
+A, B = "switch_on", "switch_off"
+TITLES = {"trainer_step": "Trainer step"}
+
+
+def result(*observations, methods=(A,)):
+    return SubjectResult("m:C", methods, observations=tuple(observations), probes=("trainer_step",))
+
+
+@pytest.mark.parametrize(
+    ("observation", "kind", "phrase"),
+    [
+        (
+            Observation("trainer_step", "default", "error: TypeError: got 'every_n_layers'", {"steps": 1}),
+            HARMFUL,
+            "differs: Trainer step: TypeError (override) vs runs (base)",
+        ),
+        (
+            Observation("trainer_step", "error", None, "NotImplementedError: please override"),
+            NEEDED,
+            "differs: Trainer step: runs (override) vs NotImplementedError (base)",
+        ),
+        (
+            Observation("trainer_step", "default", {"steps": 1, "layers": True}, {"steps": 1, "layers": False}),
+            DIFFERENTLY,
+            "differs: Trainer step: layers=True (override) vs layers=False (base)",
+        ),
+    ],
+)
+def test_a_difference_is_harmful_needed_or_different_and_the_phrase_carries_the_values(observation, kind, phrase):
+    subject = result(observation)
+    verdict = decide(subject)
+    conclusion = conclude(subject, verdict, TITLES)
+    assert conclusion.kind == kind and conclusion.phrase(verdict) == phrase
+
+
+def test_deleting_one_method_alone_is_judged_from_its_own_variant():
+    differs = Observation(
+        "trainer_step",
+        "default",
+        "error: TypeError: x",
+        {"steps": 1},
+        without=((A, {"steps": 1}), (B, "error: TypeError: x")),
+    )
+    subject = result(differs, methods=(A, B))
+    verdict = decide(subject)
+    assert verdict.follows == (A,)
+    assert conclude_method(subject, verdict, A, TITLES).kind == HARMFUL
+    assert conclude_method(subject, verdict, B, TITLES).kind == REDUNDANT
+
+
+@pytest.mark.parametrize(
+    ("labels", "text"),
+    [
+        (["transformers 5.2.0"], "transformers 5.2.0"),
+        (["transformers 5.2.0", "transformers 5.0.0"], "transformers 5.0.0, 5.2.0"),
+        (["transformers 5.3.0", "transformers 5.2.0", "transformers 5.1.0"], "transformers 5.1.0 … 5.3.0"),
+        (["transformers 5.3.0", "transformers 5.1.0", "transformers 5.0.0"], "transformers 5.0.0, 5.1.0, 5.3.0"),
+    ],
+)
+def test_versions_are_said_oldest_first_with_runs_as_their_ends(labels, text):
+    order = ["transformers 5.3.0", "transformers 5.2.0", "transformers 5.1.0", "transformers 5.0.0"]
+    assert versions_text(labels, order) == text
+
+
+def rows(*kinds_by_label):
+    out = []
+    for label, subject in kinds_by_label:
+        verdict = decide(subject)
+        per_method = tuple((m, conclude_method(subject, verdict, m, TITLES)) for m in subject.methods)
+        out.append(Row(label, verdict, conclude(subject, verdict, TITLES), deprecations(subject), per_method))
+    return out
+
+
+def test_the_recommendation_follows_the_conclusions_on_every_version():
+    harmful = Observation(
+        "trainer_step",
+        "default",
+        "error: TypeError: x",
+        {"steps": 1},
+        without=((A, {"steps": 1}), (B, "error: TypeError: x")),
+    )
+    needed = Observation("trainer_step", "error", None, "E: y", without=((A, None), (B, "E: y")))
+    warned = Observation(
+        "trainer_step",
+        "warnings",
+        [],
+        ["FutureWarning: `switch_on` is deprecated. Use `turn_on` instead."],
+        carries=False,
+    )
+    said = summarize(
+        (A, B),
+        rows(
+            ("transformers 5.2.0", result(harmful, warned, methods=(A, B))),
+            ("transformers 5.1.0", result(needed, methods=(A, B))),
+            ("transformers 5.0.0", result(Observation("trainer_step", "default", 1, 1), methods=(A, B))),
+        ),
+    )
+    assert said.recommendation == (
+        "Delete `switch_on`: safe on every tested version and fixes transformers 5.2.0. "
+        "Keep `switch_off`: needed on transformers 5.1.0."
+    )
+    assert said.deprecations == ("`switch_on` deprecated in transformers 5.2.0 in favour of `turn_on`",)
+    assert said.lines[0].startswith("`switch_on`: **harmful** on transformers 5.2.0: with the override, Trainer step")
+    assert "`switch_off`: **needed** on transformers 5.1.0" in said.lines[2]
+    assert glance(rows(("v 2", result(harmful, methods=(A, B))), ("v 1", result(Observation("p", "x", 1, 1))))) == (
+        "same 1 · differs 2"
+    )
+
+
+def test_one_method_redundant_everywhere_is_safe_to_delete():
+    same = result(Observation("trainer_step", "default", 1, 1), Observation("trainer_step", "reached", [A], [A], False))
+    said = summarize((A,), rows(("transformers 5.1.0", same), ("transformers 5.0.0", same)))
+    assert said.lines == ("**redundant** on transformers 5.0.0, 5.1.0: deleting changes nothing there.",)
+    assert said.recommendation == "Deleting the override of `switch_on` is safe on every tested version."
