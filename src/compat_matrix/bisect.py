@@ -13,8 +13,9 @@ The rule:
   1 + ceil(log2 N) tests is the budget, and it is never exceeded.
 - Within that budget each round tests between 1 and `lanes` releases, chosen to end in the fewest rounds in the
   worst case (a small dynamic programme over the number of candidates, `rounds`), and, where two choices end as
-  soon, the one with fewer tests. So a second lane is used whenever it costs no test beyond the budget and saves a
-  round. The releases tested split the candidates into parts as equal as they can be.
+  soon, the one that tests more releases at once: a second lane is used whenever it costs no test beyond the
+  budget (it may end the bisection a round sooner). The releases tested split the candidates into parts as equal
+  as they can be.
 
 With 19 releases and 2 lanes: 6 tests in 4 rounds, at most.
 """
@@ -82,7 +83,7 @@ def choose(lo: int, hi: int, left: int, lanes: int, first: bool) -> tuple[int, .
         if not (0 if first else 1) <= splits <= count - 1:
             continue
         worst = 1 + rounds(-(-count // (splits + 1)), left - tests, lanes)
-        if best is None or worst < best[0]:
+        if best is None or worst <= best[0]:  # as few rounds; then the more lanes, which may end sooner
             best = (worst, tests)
     if best is None or best[0] == math.inf:
         raise ValueError(f"no round fits: candidates {lo}..{hi}, {left} tests left, {lanes} lanes")
