@@ -100,10 +100,24 @@ def bisection(matrix: Path, reports: Path, *options: str) -> tuple[float, dict, 
     return seconds, json.loads((reports / f"{spec.load(matrix).name}.bisect.json").read_text()), line
 
 
+def resolution(folder: Path, show) -> None:
+    """What a warm run adds to see today's releases: resolving the default matrix's cells against the index, once
+    with the index asked and once from the answer kept in the cache."""
+    matrix = spec.load(MATRIX)
+    environ = {**os.environ, resolve.CACHE_VARIABLE: str(folder / "index-cache")}
+    for label in ("index asked", "index answer kept"):
+        start = time.perf_counter()
+        for cell in cells.cells(matrix):
+            resolve.pins(cell, resolve.lookup(environ, matrix.exclude_newer))
+        seconds = time.perf_counter() - start
+        show(f"resolving the default matrix's cells, {label}", f"{seconds * 1000:6.1f} ms")
+
+
 def since_when(folder: Path, module: str, show) -> None:
     """A sweep of every 5.x minor from 5.14 (warm, against one import per cell) and bisect over >=5.14,<=5.24 on the
     verdict and on one observation. The matrices keep the default name: their cells' environments are the default
     matrix's, and each other's."""
+    resolution(folder, show)
     sweep = variant_of(MATRIX, folder / "sweep", "char-causal-lm-checkpointing", SWEEP)
     nox_matrix(sweep, folder / "sweep-warmup")  # environments exist and are installed
     pythons = cell_pythons(spec.load(sweep), folder / "sweep-warmup")
