@@ -234,38 +234,39 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """The cells of the matrix files in parallel lanes, each in its own environment, then the reports: what
     `nox -s matrix` does in this repository, from any folder."""
-    from compat_matrix import sessions  # imports nox: only this command needs it
+    from compat_matrix import sessions  # imports nox: only the commands that run cells need it
 
-    home = Path.cwd()
-    environ = dict(os.environ)
-    if args.files:
-        environ[sessions.FILES_VARIABLE] = os.pathsep.join(str(f.resolve()) for f in args.files)
-    if args.reports:
-        environ[sessions.REPORTS_VARIABLE] = str(args.reports.resolve())
-    if args.lanes:
-        os.environ[sessions.LANES_VARIABLE] = str(args.lanes)
-    if args.mutants:
-        os.environ[sessions.MUTANTS_VARIABLE] = environ[sessions.MUTANTS_VARIABLE] = "1"
-    if args.exclude_newer:
-        os.environ[sessions.EXCLUDE_NEWER_VARIABLE] = environ[sessions.EXCLUDE_NEWER_VARIABLE] = args.exclude_newer
-    run = sessions.plan(home, NOXFILE, environ)
-    if run.problems:
-        raise MatrixError(list(run.problems))
+    run = _planned(args)
     ids = {cell.id for _, cell in run.cells}
     unknown = [cell for cell in args.cell if cell not in ids]
     if unknown:
         raise MatrixError([f"--cell {cell!r}: no such cell (`compat-matrix list` shows them)" for cell in unknown])
     options = [f"--baseline={b.resolve()}" for b in args.baseline]
-    envdir = (args.envdir or home / ".nox").resolve()
+    envdir = (args.envdir or Path.cwd() / ".nox").resolve()
     run = replace(run, noxfile=sessions.noxfile_in(envdir, NOXFILE))
     return sessions.run_matrix(run, args.cell or None, envdir, [], options, args.cached, report=not args.cell)
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
     """The first release in a range whose verdict (or one observation) for a subject differs from the oldest's."""
-    from compat_matrix import sessions  # imports nox: only the commands that run cells need it
+    from compat_matrix import sessions
 
-    home = Path.cwd()
+    run = _planned(args)
+    try:
+        sessions.bisect_target(run, args)  # bad input is said before anything is written
+    except ValueError as exc:
+        raise MatrixError(str(exc).splitlines()) from None
+    envdir = (args.envdir or Path.cwd() / ".nox").resolve()
+    run = replace(run, noxfile=sessions.noxfile_in(envdir, NOXFILE))
+    return sessions.run_bisect(run, args, envdir, [])
+
+
+def _planned(args: argparse.Namespace):
+    """The run that the options describe (files, --reports, --lanes, --mutants, --exclude-newer), planned as the
+    cells' nox plans it (the options that the cells need too go to this process's environment); MatrixError when it
+    cannot run."""
+    from compat_matrix import sessions
+
     environ = dict(os.environ)
     if args.files:
         environ[sessions.FILES_VARIABLE] = os.pathsep.join(str(f.resolve()) for f in args.files)
@@ -273,18 +274,14 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         environ[sessions.REPORTS_VARIABLE] = str(args.reports.resolve())
     if args.lanes:
         os.environ[sessions.LANES_VARIABLE] = str(args.lanes)
+    if getattr(args, "mutants", False):
+        os.environ[sessions.MUTANTS_VARIABLE] = environ[sessions.MUTANTS_VARIABLE] = "1"
     if args.exclude_newer:
         os.environ[sessions.EXCLUDE_NEWER_VARIABLE] = environ[sessions.EXCLUDE_NEWER_VARIABLE] = args.exclude_newer
-    run = sessions.plan(home, NOXFILE, environ)
+    run = sessions.plan(Path.cwd(), NOXFILE, environ)
     if run.problems:
         raise MatrixError(list(run.problems))
-    try:
-        sessions.bisect_target(run, args)  # bad input is said before anything is written
-    except ValueError as exc:
-        raise MatrixError(str(exc).splitlines()) from None
-    envdir = (args.envdir or home / ".nox").resolve()
-    run = replace(run, noxfile=sessions.noxfile_in(envdir, NOXFILE))
-    return sessions.run_bisect(run, args, envdir, [])
+    return run
 
 
 def _load(files: list[Path]) -> list[MatrixSpec]:
