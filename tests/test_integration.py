@@ -58,11 +58,9 @@ def test_default_matrix_rows_and_a_release_that_does_not_exist(tmp_path):
         assert subject["verdict"] == "differs" and subject["follows"] == ["get_input_embeddings"], subject
         assert by_version[version]["resolved"]["torch"].startswith("2.13.0")
     (summary,) = report["subjects"]
-    for method in ("gradient_checkpointing_enable", "gradient_checkpointing_disable"):
-        assert (
-            f"`{method}`: **redundant** on transformers 4.57.6, 5.14.1: deleting changes nothing there."
-            in (summary["conclusions"])
-        )
+    for method in ("gradient_checkpointing_enable", "gradient_checkpointing_disable"):  # redundant where 5.24 is not
+        said = f"`{method}`: **redundant** on transformers 4.57.6"
+        assert any(line.startswith(said) for line in summary["conclusions"]), summary["conclusions"]
     assert any(
         line.startswith("`get_input_embeddings`: **needed** on transformers 4.57.6") for line in summary["conclusions"]
     )
