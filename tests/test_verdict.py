@@ -52,7 +52,15 @@ def subject(*observations, methods=BOTH, probes=("p",), unprobed=(), status="ok"
             "p: no layers",
         ),
         # a difference in an observation that only informs does not make `differs`
-        (subject(obs("present", ["a"], ["b"], carries=False), reached("p", BOTH)), SAME, None),
+        (subject(obs("x", 1, 1), obs("present", ["a"], ["b"], carries=False), reached("p", BOTH)), SAME, None),
+        # the method ran, but the probe observed nothing that carries a verdict (only warnings, or informs)
+        (
+            subject(obs("warnings", ["W"], ["W"]), reached("p", BOTH)),
+            INCONCLUSIVE,
+            "never ran in a probe that observed",
+        ),
+        # a probe without a `reached` observation (an old result, a module that failed to import) is no evidence
+        (subject(obs("x", 1, 1)), INCONCLUSIVE, "never ran"),
         (subject(obs("x", 1, 2), reached("p", [])), DIFFERS, None),
         (subject(status="crashed"), "crashed", None),
     ],

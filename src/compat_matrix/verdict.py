@@ -24,6 +24,7 @@ NO_PROBE = "no probe"
 NOT_RUN = "not run"
 REACHED = "reached"  # as compat_matrix.probes names them
 ERROR = "error"
+WARNINGS = "warnings"
 INCONCLUSIVE_OBSERVATION = "inconclusive"
 
 
@@ -83,8 +84,11 @@ def unobserved(subject: SubjectResult) -> str | None:
         if empty is not None and empty.override and empty.base:
             vacuous.append(f"{probe}: {empty.override}")
             continue
+        # Evidence: the audited method ran on the shipped side, and the probe observed something that carries
+        # (a value, or an error), not only warnings.
         reached = observations.get(REACHED)
-        ran |= set(reached.override or ()) if reached else set(subject.methods)
+        if reached and any(o.carries and o.name != WARNINGS for o in observations.values()):
+            ran |= set(reached.override or ())
     missing = [m for m in subject.methods if m not in ran]
     if not missing:
         return None
