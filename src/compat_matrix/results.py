@@ -232,5 +232,5 @@ def read_cell_result(path: Path) -> CellResult:
         raise ResultFileError(f"{path}: schema {data['schema']!r}, expected {SCHEMA}")
     try:
         return CellResult.from_json(data)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ResultFileError(f"{path}: malformed cell result ({type(exc).__name__}: {exc})") from None

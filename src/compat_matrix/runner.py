@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -133,7 +134,7 @@ def call_probe(
     with (
         warnings.catch_warnings(record=True) as caught,
         logged_warnings() as logged,
-        tracing.reached(watched or {}, getattr(build, "cls", None)) as seen,
+        tracing.reached(watched or {}, getattr(build, "cls", None), _static(build, watched or {})) as seen,
     ):
         warnings.simplefilter("always")
         try:
@@ -151,6 +152,16 @@ def call_probe(
     if watched:
         values[REACHED] = sorted(seen)
     return {name: jsonable(value) for name, value in values.items()}
+
+
+def _static(build: Any, watched: tracing.Watched) -> frozenset[str]:
+    """The watched names that are staticmethods on the variant: their calls have no `self` to check."""
+    cls = getattr(build, "cls", None)
+    return (
+        frozenset(n for n in watched if isinstance(inspect.getattr_static(cls, n, None), staticmethod))
+        if cls
+        else frozenset()
+    )
 
 
 def pair(probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[Observation]:
@@ -316,7 +327,7 @@ def load_probe_modules(refs: list[str]) -> dict[str, str]:
     for ref in refs:
         try:
             if ref.endswith(".py"):
-                name = f"compat_matrix_probes_{Path(ref).stem}_{abs(hash(ref)):x}"
+                name = f"compat_matrix_probes_{Path(ref).stem}_{hashlib.sha256(ref.encode()).hexdigest()[:8]}"
                 spec = importlib.util.spec_from_file_location(name, ref)
                 module = importlib.util.module_from_spec(spec)
                 sys.modules[name] = module

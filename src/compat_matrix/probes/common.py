@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import tempfile
 from collections.abc import Callable
@@ -46,6 +47,8 @@ def jsonable(value: Any) -> Any:
     """`value` as plain JSON: containers kept, a function by its qualified name, anything else by its repr."""
     if isinstance(value, str):
         return stable_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no NaN that equals itself
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, dict):
