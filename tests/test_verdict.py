@@ -119,3 +119,18 @@ def test_an_expectation_of_same_is_not_met_by_inconclusive():
         f"transformers 5.0.0: m:C expected same, got inconclusive: {', '.join(BOTH)} never ran in a probe"
         " that observed something"
     ]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        (4.1751, 4.1749, True),  # summaries of the same tensor, added up in another order
+        (4.175, 4.3, False),
+        ({"loss": 1.0, "steps": 1}, {"loss": 1.0000001, "steps": 1}, True),
+        ([1.0, 2.0], [1.0, 2.5], False),
+        (True, 1.0, False),
+        ("nan", "nan", True),
+    ],
+)
+def test_floats_agree_within_a_relative_tolerance(a, b, same):
+    assert Observation("p", "x", a, b).same is same

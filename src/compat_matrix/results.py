@@ -7,6 +7,7 @@ Standard library only: this module is imported inside every cell's environment. 
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 from dataclasses import dataclass, field
@@ -33,6 +34,23 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
+FLOAT_TOLERANCE = 1e-3  # relative: summaries of tensors agree when computed in another order
+
+
+def equal(a: Any, b: Any) -> bool:
+    """`a == b` for JSON values, but floats within FLOAT_TOLERANCE of each other (relative) are equal, and a
+    boolean never equals a number."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool):
+        return math.isclose(a, b, rel_tol=FLOAT_TOLERANCE, abs_tol=1e-9)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
 class ResultFileError(ValueError):
     """A cell result file that is missing, truncated, from another schema or not ours."""
 
@@ -54,7 +72,7 @@ class Observation:
 
     @property
     def same(self) -> bool:
-        return self.override == self.base
+        return equal(self.override, self.base)
 
     def to_json(self) -> dict[str, Any]:
         return {
