@@ -129,6 +129,7 @@ def test_an_expectation_of_same_is_not_met_by_inconclusive():
         ({"loss": 1.0, "steps": 1}, {"loss": 1.0000001, "steps": 1}, True),
         ([1.0, 2.0], [1.0, 2.5], False),
         (True, 1.0, False),
+        (1, 1.0004, True),
         ("nan", "nan", True),
     ],
 )

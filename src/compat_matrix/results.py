@@ -42,7 +42,8 @@ def equal(a: Any, b: Any) -> bool:
     boolean never equals a number."""
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
-    if isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool):
+    numbers = isinstance(a, (int, float)) and isinstance(b, (int, float))
+    if numbers and (isinstance(a, float) or isinstance(b, float)):
         return math.isclose(a, b, rel_tol=FLOAT_TOLERANCE, abs_tol=1e-9)
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(equal(a[k], b[k]) for k in a)
