@@ -278,7 +278,7 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
         def work(variant: str = variant, ran: list[Probe] = ran) -> dict[str, Any]:
             return run_variant(cls, variant, methods, ran, factory, timeout, progress)
 
-        run = forked(work, progress, timeout + WATCHDOG_GRACE)
+        run = forked(work, progress, timeout + WATCHDOG_GRACE, f"making the {variant} variant")
         if run.status != OK or run.answer["timed_out"]:
             status, reason = (run.status, run.reason) if run.status != OK else (TIMED_OUT, run.answer["timed_out"])
             return replace(done, status=status, reason=reason, observations=tuple(pair(probes, runs)))
@@ -303,8 +303,9 @@ def run_isolated(ask: Ask) -> SubjectResult:
     by the subject's child; this process steps in only when that child itself stops answering."""
     with tempfile.TemporaryDirectory(prefix="compat-matrix-") as tmp:
         progress = Path(tmp, "progress")
-        progress.write_text("starting")
-        run = forked(lambda: run_subject(ask, progress).to_json(), progress, ask.timeout + 2 * WATCHDOG_GRACE)
+        run = forked(
+            lambda: run_subject(ask, progress).to_json(), progress, ask.timeout + 2 * WATCHDOG_GRACE, "importing it"
+        )
     if run.status != OK:
         return SubjectResult(target=ask.target, methods=ask.methods, status=run.status, reason=run.reason)
     return SubjectResult.from_json(run.answer)
