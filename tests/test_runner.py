@@ -10,8 +10,9 @@ import warnings
 import pytest
 
 from compat_matrix import tracing
+from compat_matrix.forks import forked
 from compat_matrix.probes import Inconclusive, Probe
-from compat_matrix.runner import Ask, ProbeTimeout, call_probe, discover_overrides, run_isolated
+from compat_matrix.runner import Ask, ProbeTimeout, call_probe, discover_overrides, load_probe_modules, run_isolated
 
 
 class Root:
@@ -108,3 +109,20 @@ def test_a_message_logged_once_is_seen_by_every_probe_that_logs_it():
     finally:
         del logging.Logger.warning_once
     assert seen == [{"warnings": ["transformers logger: said once"]}] * 2
+
+
+def test_a_probe_module_that_raises_aborts_or_exits_at_import_is_named_and_the_others_load(tmp_path):
+    (tmp_path / "good_probes.py").write_text("from compat_matrix import probe\nLOADED = True\n")
+    (tmp_path / "raises.py").write_text("raise RuntimeError('cannot import this')\n")
+    (tmp_path / "aborts.py").write_text("import os\nos.abort()\n")
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(3)\n")
+    refs = [str(tmp_path / name) for name in ("good_probes.py", "raises.py", "aborts.py", "exits.py")]
+    progress = tmp_path / "progress"
+    # in a child of its own, as a cell would be: nothing that happens here may reach the test process
+    failed = forked(lambda: load_probe_modules([*refs, "no.such.module"], str(tmp_path), 10.0), progress, 60).answer
+    assert failed == {
+        "raises.py": "RuntimeError: cannot import this",
+        "aborts.py": "killed by SIGABRT",
+        "exits.py": "SystemExit: 3",
+        "no.such.module": "ModuleNotFoundError: No module named 'no'",
+    }

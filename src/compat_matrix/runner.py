@@ -22,6 +22,7 @@ import importlib.util
 import inspect
 import json
 import logging
+import os
 import platform
 import signal
 import sys
@@ -54,6 +55,7 @@ from compat_matrix.probes import (
 )
 from compat_matrix.probes.common import jsonable, stable_text
 from compat_matrix.results import (
+    CRASHED,
     OK,
     TIMED_OUT,
     CellResult,
@@ -67,6 +69,7 @@ from compat_matrix.results import (
 BUILDS_ON = "transformers"
 DEFAULT_TIMEOUT = 300.0  # seconds per probe call, as in compat_matrix.spec
 METHOD_TYPES = (types.FunctionType, classmethod, staticmethod, property)
+IMPORTING = "importing it"  # what a child that imports a subject or a probe module is doing
 
 
 class ProbeTimeout(Exception):
@@ -304,7 +307,7 @@ def run_isolated(ask: Ask) -> SubjectResult:
     with tempfile.TemporaryDirectory(prefix="compat-matrix-") as tmp:
         progress = Path(tmp, "progress")
         run = forked(
-            lambda: run_subject(ask, progress).to_json(), progress, ask.timeout + 2 * WATCHDOG_GRACE, "importing it"
+            lambda: run_subject(ask, progress).to_json(), progress, ask.timeout + 2 * WATCHDOG_GRACE, IMPORTING
         )
     if run.status != OK:
         return SubjectResult(target=ask.target, methods=ask.methods, status=run.status, reason=run.reason)
@@ -321,22 +324,35 @@ def installed_versions(packages: list[str]) -> dict[str, str]:
     return versions
 
 
-def load_probe_modules(refs: list[str]) -> dict[str, str]:
-    """Import the matrix's own probe modules (a .py file or a module name), which register their probes; the
-    error of each that could not be imported, by its reference."""
+def import_probe_module(ref: str) -> None:
+    """Import one of the matrix's own probe modules (a .py file or a module name); its probes register."""
+    if ref.endswith(".py"):
+        name = f"compat_matrix_probes_{Path(ref).stem}_{hashlib.sha256(ref.encode()).hexdigest()[:8]}"
+        spec = importlib.util.spec_from_file_location(name, ref)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    else:
+        importlib.import_module(ref)
+
+
+def load_probe_modules(refs: list[str], rootdir: str, timeout: float) -> dict[str, str]:
+    """Import the matrix's own probe modules; the error of each that could not be, by its name as the matrix file
+    gives it. Each is tried first in a forked child, so that one that hangs, aborts or exits at import costs only
+    itself, never the cell."""
     failed = {}
-    for ref in refs:
-        try:
-            if ref.endswith(".py"):
-                name = f"compat_matrix_probes_{Path(ref).stem}_{hashlib.sha256(ref.encode()).hexdigest()[:8]}"
-                spec = importlib.util.spec_from_file_location(name, ref)
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[name] = module
-                spec.loader.exec_module(module)
-            else:
-                importlib.import_module(ref)
-        except (Exception, SystemExit) as exc:
-            failed[ref] = describe_exception(exc)
+    with tempfile.TemporaryDirectory(prefix="compat-matrix-") as tmp:
+        for ref in refs:
+            shown = os.path.relpath(ref, rootdir) if os.path.isabs(ref) else ref
+            trial = forked(lambda ref=ref: import_probe_module(ref), Path(tmp, "progress"), timeout, IMPORTING)
+            if trial.status != OK:
+                why = (trial.reason or "").removeprefix(f"{IMPORTING}: ")
+                failed[shown] = why if trial.status == CRASHED else f"{trial.status}: {why}"
+                continue
+            try:
+                import_probe_module(ref)
+            except (Exception, SystemExit) as exc:
+                failed[shown] = describe_exception(exc)
     return failed
 
 
@@ -346,20 +362,21 @@ def run(request: dict[str, Any]) -> CellResult:
     import torch  # noqa: F401  paid once per cell, before any subject
     import transformers  # noqa: F401
 
+    timeout, rootdir = request.get("timeout", DEFAULT_TIMEOUT), request.get("rootdir", ".")
     asks = [
         Ask(
             s["target"],
             tuple(s["methods"]),
             s.get("factory"),
             tuple(s.get("tests", ())),
-            request.get("timeout", DEFAULT_TIMEOUT),
-            request.get("rootdir", "."),
+            timeout,
+            rootdir,
             bool(request.get("mutants")),
         )
         for s in request["subjects"]
     ]
     prewarm(PREWARM + (("pytest",) if any(a.tests for a in asks) else ()))
-    unloaded = tuple(load_probe_modules(request.get("probes", [])).items())
+    unloaded = tuple(load_probe_modules(request.get("probes", []), rootdir, timeout).items())
     # Everything imported so far is permanent: the collections that transformers and accelerate run (once per
     # Trainer step), and those parsing sources triggers, then skip it, and forked children share its pages.
     gc.freeze()
