@@ -187,3 +187,19 @@ def test_local_fingerprint_honours_gitignore_and_skips_reports_and_environments(
     assert second != first
     (lib / "src" / "code.py").write_text("x = 2\n")
     assert key() != second
+
+
+def test_an_edit_to_your_own_probe_module_or_test_file_makes_a_cached_result_stale(tmp_path):
+    from compat_matrix.envs import inputs_key
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text("def test_a(): pass\n")
+    (tmp_path / "probes.py").write_text("# probes\n")
+    matrix = tmp_path / "m.toml"
+    subject = '[[subjects]]\ntarget = "a.b:C"\ntests = ["tests/test_x.py::test_a"]\n'
+    matrix.write_text(f'[matrix]\nname = "m"\nprobes = ["./probes.py"]\n[axes]\ntransformers = ["5.x"]\n{subject}')
+    before = inputs_key(load(matrix))
+    (tmp_path / "tests" / "test_x.py").write_text("def test_a(): assert False\n")
+    after_test = inputs_key(load(matrix))
+    (tmp_path / "probes.py").write_text("# other probes\n")
+    assert len({before, after_test, inputs_key(load(matrix))}) == 3

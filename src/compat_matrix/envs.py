@@ -80,7 +80,8 @@ def run_cell(spec: MatrixSpec, cell: Cell, python: Path, reports: Path, log=prin
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     start = time.monotonic()
     environment = environment_key(spec, cell, reports)
-    key = fingerprint(environment, suite_key(), json.dumps(runner_request(spec, cell), sort_keys=True))
+    request = json.dumps(runner_request(spec, cell), sort_keys=True)
+    key = fingerprint(environment, suite_key(), inputs_key(spec), request)
     previous = _previous(out) if cached else None
     if previous is not None and previous.status == "ok" and previous.cache_key == key:
         result = replace(previous, reused=True)
@@ -174,6 +175,15 @@ def environment_key(spec: MatrixSpec, cell: Cell, reports: Path | None = None) -
     reports folder, when the matrix file sits inside one of them)."""
     skip = [reports] if reports else []
     return fingerprint(json.dumps(install_args(spec, cell)), *(tree_key(p, skip) for p in local_requirements(spec)))
+
+
+def inputs_key(spec: MatrixSpec) -> str:
+    """The contents of the matrix's own probe modules and of the tests its subjects name: an edit to them makes
+    earlier results stale (for `--cached`), as an edit to compat-matrix's probes does."""
+    paths = [Path(ref) for ref in spec.probes if ref.endswith(".py")]
+    paths += [Path(test.partition("::")[0]) for subject in spec.subjects for test in subject.tests]
+    keys = [tree_key(p) if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in paths if p.exists()]
+    return fingerprint(*keys)
 
 
 def suite_key() -> str:
