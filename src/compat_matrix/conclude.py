@@ -89,9 +89,14 @@ def error_of(observation: Observation, value: Any) -> str | None:
     return None
 
 
+_MARKUP = re.compile(r"([*_\[\]])")
+
+
 def plain(text: str) -> str:
-    """Observed text made safe to quote in a sentence that marks code with backticks: one line, no backticks."""
-    return one_line(text).replace("`", "'")
+    """Observed text (an error, a reason, a name a user's probe chose) made safe to quote in a sentence of the
+    report's own, which marks code with backticks and emphasis with asterisks: one line, no backticks, markdown's
+    emphasis and link characters escaped. HTML and `|` are escaped when the sentence is written out."""
+    return _MARKUP.sub(r"\\\1", one_line(text).replace("`", "'"))
 
 
 def short(value: Any, limit: int = SHORT) -> str:
@@ -122,9 +127,8 @@ def sides(override: Any, base: Any) -> tuple[str, str]:
 
 
 def contrast(observation: Observation, title: str) -> Contrast:
-    if observation.name == "warnings":
-        title += " warnings"
-    what = ((title, () if observation.name in ("error", "warnings") else (observation.name,)),)
+    title = plain(title) + (" warnings" if observation.name == "warnings" else "")
+    what = ((title, () if observation.name in ("error", "warnings") else (plain(observation.name),)),)
     on_override, on_base = error_of(observation, observation.override), error_of(observation, observation.base)
     if on_override and not on_base:
         return Contrast(HARMFUL, what, _error_type(on_override), "runs", plain(on_override))
@@ -177,9 +181,11 @@ def conclude(subject: SubjectResult | None, verdict: Verdict, titles: dict[str, 
     if verdict.verdict == SAME:
         return Conclusion(REDUNDANT)
     if verdict.verdict in (INCONCLUSIVE, NO_PROBE):
-        return Conclusion(UNKNOWN, why=verdict.reason)
+        return Conclusion(UNKNOWN, why=plain(verdict.reason or verdict.verdict))
     if verdict.verdict != DIFFERS or subject is None:
-        return Conclusion(NOT_RUN, why=f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict)
+        return Conclusion(
+            NOT_RUN, why=plain(f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict)
+        )
     differing = [o for o in subject.observations if o.carries and not o.same]
     return from_contrasts([contrast(o, _title(o, titles)) for o in differing])
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import html
 import io
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,9 +67,14 @@ class Report:
     changes: tuple[Change, ...] | None = None
 
 
+_MARKUP = re.compile(r"([\\*_\[\]~])")
+
+
 def escape(text: Any) -> str:
-    """Make any text safe inside a markdown table cell: no `|`, newline, HTML or code span can break the row."""
+    """Make any text safe inside a markdown table cell (or a line of its own): no `|`, newline, HTML or code span
+    can break the row, and no emphasis, link or strikethrough can start in it."""
     text = html.escape(str(text), quote=False).replace("`", "&#96;").replace("|", "&#124;")
+    text = _MARKUP.sub(r"\\\1", text)
     return "<br>".join(line.strip() for line in text.splitlines()) or " "
 
 
@@ -164,9 +170,9 @@ def tests_section(seen: TestsSeen) -> list[str]:
     out += [f"**Which tests notice a broken override** ({len(seen.mutants)} broken versions):", ""]
     out += [table(["test", "catches"], [list(pair) for pair in seen.catches]), ""]
     notes = [
-        f"- `{test}` catches none: it cannot tell a broken override from a working one." for test in seen.catch_none
+        f"- {escape(t)} catches none: it cannot tell a broken override from a working one." for t in seen.catch_none
     ]
-    notes += [f"- `{test}` catches nothing that `{other}` does not." for test, other in seen.adds_nothing]
+    notes += [f"- {escape(test)} catches nothing that {escape(other)} does not." for test, other in seen.adds_nothing]
     return [*out, *notes, ""] if notes else out
 
 
