@@ -378,11 +378,13 @@ def glance(rows: list[Row]) -> str:
 
 def add_conclusions(subjects: Any, titles: dict[str, str]) -> Any:
     """The `subjects` frame (with verdicts) with each row's Conclusion, what deleting each method alone does, its
-    verdict phrase and its deprecations."""
+    verdict phrase and its deprecations. `titles`: what to call each probe, where the cell did not say."""
     pairs = list(zip(subjects["result"], subjects["decided"], strict=True))
-    conclusions = [conclude(r, d, titles) for r, d in pairs]
+    named = [{**titles, **dict(r.titles)} if r is not None else titles for r, _ in pairs]
+    conclusions = [conclude(r, d, t) for (r, d), t in zip(pairs, named, strict=True)]
     per_method = [
-        tuple((m, conclude_method(r, d, m, titles)) for m in (r.methods if r is not None else ())) for r, d in pairs
+        tuple((m, conclude_method(r, d, m, t)) for m in (r.methods if r is not None else ()))
+        for (r, d), t in zip(pairs, named, strict=True)
     ]
     return subjects.assign(
         conclusion=conclusions,
@@ -400,7 +402,8 @@ def summaries(subjects: Any, expected: tuple[Any, ...]) -> dict[str, Summary]:
         ran = next((r["result"].methods for r in rows if r["result"] is not None and r["result"].methods), None)
         said = [Row(r["label"], r["decided"], r["conclusion"], r["deprecations"], r["per_method"]) for r in rows]
         seen = seen_tests([(r["label"], r["result"]) for r in rows])
-        out[subject.target] = replace(summarize(ran or subject.methods, said), tests=seen)
+        summary = summarize(ran or subject.methods, said)
+        out[subject.target] = replace(summary, tests=seen, recommendation=summary.recommendation + _needing(seen))
     return out
 
 
@@ -465,6 +468,19 @@ def seen_tests(rows: list[tuple[str, SubjectResult | None]]) -> TestsSeen | None
     adds_nothing = tuple((test, other) for test in union if union[test] and (other := _covered_by(test, union)))
     every = tuple(dict.fromkeys(m for _, r in mutated for m in r.mutants))
     return TestsSeen(tuple(per_version), tuple(catches), catch_none, adds_nothing, every)
+
+
+def _needing(seen: TestsSeen | None) -> str:
+    """The recommendation's last word when the user's own tests need the override somewhere."""
+    if seen is None:
+        return ""
+    needing = [(label, columns[0]) for label, columns in seen.per_version if columns[0]]
+    if not needing:
+        return ""
+    tests = list(dict.fromkeys(plain(t) for _, needed in needing for t in needed))
+    order = [label for label, _ in seen.per_version]
+    where = versions_text([label for label, _ in needing], order)
+    return f" But your tests {', '.join(tests)} pass only with the override on {where}."
 
 
 def _caught_text(by_label: dict[str, tuple[str, ...]]) -> str:

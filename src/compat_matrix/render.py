@@ -179,16 +179,19 @@ def tests_section(seen: TestsSeen) -> list[str]:
 def details(report: Report, subject: Subject) -> list[str]:
     frame = report.collected.observations
     observed = frame[frame["target"] == subject.target].to_dict("records")
-    differing = [o for o in observed if not o["same"]]
+    carrying = [o for o in observed if not o["same"] and o["carries"]]
+    informing = [o for o in observed if not o["same"] and not o["carries"]]
+    differing = carrying + informing  # what decides the verdict first
     equal = [o for o in observed if o["same"]]
     methods = list(dict.fromkeys(m for o in differing for m in o["base_without"]))
 
     def name(o: dict[str, Any]) -> str:
         return o["name"] if o["carries"] else f"{o['name']} (informs)"
 
-    head = [f"<details><summary><code>{html.escape(subject.target)}</code>: {len(observed)} observations, "]
-    head[0] += f"{len(differing)} differ</summary>"
-    out = [*head, ""]
+    said = f"{len(observed)} observations, {len(carrying)} differ" + (
+        f" (and {len(informing)} that only inform)" if informing else ""
+    )
+    out = [f"<details><summary><code>{html.escape(subject.target)}</code>: {said}</summary>", ""]
     if differing:
         header = ["", "probe", "observation", *COLUMNS.values(), *(f"without {m}" for m in methods)]
         rows = [

@@ -136,6 +136,10 @@ class SubjectResult:
     variants: tuple[str, ...] = ()  # the variants that ran: override, base, base without <method>, ...
     unprobed: tuple[str, ...] = ()  # audited methods that no probe exercises
     tests: tuple[TestOutcome, ...] = ()  # the user's tests named for this subject
+    # What the report calls each probe that ran (probe, title), and the observation it shows in the main table
+    # (probe, label, observation): known where the probes ran, which is where a matrix's own probes are imported.
+    titles: tuple[tuple[str, str], ...] = ()
+    summaries: tuple[tuple[str, str, str], ...] = ()
     mutants: tuple[str, ...] = ()  # the broken versions the tests ran against ("broken <method>: <name>")
     # Methods the subject defines that override a method of transformers: (name, overridden class, audited?)
     overrides: tuple[tuple[str, str, bool], ...] = ()
@@ -150,6 +154,8 @@ class SubjectResult:
             "variants": list(self.variants),
             "unprobed": list(self.unprobed),
             "tests": [t.to_json() for t in self.tests],
+            "titles": dict(self.titles),
+            "summaries": [list(s) for s in self.summaries],
             "mutants": list(self.mutants),
             "overrides": [{"name": n, "overrides": base, "audited": audited} for n, base, audited in self.overrides],
             "observations": [o.to_json() for o in self.observations],
@@ -166,6 +172,8 @@ class SubjectResult:
             variants=tuple(data.get("variants", ())),
             unprobed=tuple(data.get("unprobed", ())),
             tests=tuple(TestOutcome.from_json(t) for t in data.get("tests", ())),
+            titles=tuple(data.get("titles", {}).items()),
+            summaries=tuple(tuple(s) for s in data.get("summaries", ())),
             mutants=tuple(data.get("mutants", ())),
             overrides=tuple((o["name"], o["overrides"], o["audited"]) for o in data.get("overrides", ())),
             observations=tuple(Observation.from_json(o) for o in data["observations"]),

@@ -270,7 +270,13 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     probes = probes_for(methods)
     exercised = {m for p in probes for m in p.exercises}
     unprobed = tuple(m for m in methods if m not in exercised and ANY[0] not in exercised)
-    done = replace(failed, probes=tuple(p.name for p in probes), unprobed=unprobed)
+    done = replace(
+        failed,
+        probes=tuple(p.name for p in probes),
+        unprobed=unprobed,
+        titles=tuple((p.name, p.title) for p in probes),
+        summaries=tuple((p.name, *p.summary) for p in probes if p.summary),
+    )
     runs: dict[str, dict[str, Values]] = {}
     for variant in variants.names(methods, per_method=True) if probes else []:
         # The per-method bases only say which override a difference follows: they run the probes that differed.

@@ -129,6 +129,8 @@ def unmet_expectations(subjects: Any, expected: tuple[Subject, ...]) -> list[str
     by_target = {s.target: s for s in expected}
     unmet = []
     for row in subjects.to_dict("records"):
+        if not row["decided"].ran:
+            continue  # a cell or subject that could not run is its own row, and exit code 3, whatever was expected
         cell, subject = row["cell_result"], by_target[row["target"]]
         want = subject.expected(cell.resolved.get(next(iter(cell.requested), None)))
         where = f"{row['label']}: {subject.target}"
@@ -148,6 +150,8 @@ def missed(subject: SubjectResult, expected: Subject) -> list[tuple[str, str]]:
         o = observed.get(catch)
         if o is None:
             out.append((catch, "not observed"))
+        elif not o.carries:
+            out.append((catch, "only informs: it cannot make the verdict differ"))
         elif o.same:
             out.append((catch, f"both {o.override!r}"))
         elif o.probe in base_errors or _failed(o.base):
