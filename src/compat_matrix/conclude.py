@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from compat_matrix.results import Observation, SubjectResult, one_line
+from compat_matrix.results import Observation, SubjectResult, failure_in, one_line
 from compat_matrix.verdict import DIFFERS, INCONCLUSIVE, NO_PROBE, SAME, Verdict
 
 REDUNDANT = "redundant"
@@ -26,8 +26,8 @@ HARMFUL = "harmful"
 NEEDED = "needed"
 DIFFERENTLY = "behaves differently"
 UNKNOWN = "inconclusive"
-NOT_RUN = "could not run"
-KINDS = (HARMFUL, NEEDED, DIFFERENTLY, UNKNOWN, NOT_RUN, REDUNDANT)  # the order conclusions are listed in
+COULD_NOT_RUN = "could not run"
+KINDS = (HARMFUL, NEEDED, DIFFERENTLY, UNKNOWN, COULD_NOT_RUN, REDUNDANT)  # the order conclusions are listed in
 SHORT = 48  # characters of a value in a phrase
 _DEPRECATED = re.compile(r"deprecat", re.IGNORECASE)
 _REPLACEMENT = re.compile(r"[Uu]se `([\w.]+)`")
@@ -84,9 +84,7 @@ def error_of(observation: Observation, value: Any) -> str | None:
     """The error a side shows in an observation: the probe's own `error`, or an entry recorded as "error: …"."""
     if observation.name == "error":
         return value if isinstance(value, str) else None
-    if isinstance(value, str) and value.startswith("error: "):
-        return value.removeprefix("error: ")
-    return None
+    return failure_in(value)
 
 
 _MARKUP = re.compile(r"([*_\[\]])")
@@ -184,7 +182,7 @@ def conclude(subject: SubjectResult | None, verdict: Verdict, titles: dict[str, 
         return Conclusion(UNKNOWN, why=plain(verdict.reason or verdict.verdict))
     if verdict.verdict != DIFFERS or subject is None:
         return Conclusion(
-            NOT_RUN, why=plain(f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict)
+            COULD_NOT_RUN, why=plain(f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict)
         )
     differing = [o for o in subject.observations if o.carries and not o.same]
     return from_contrasts([contrast(o, _title(o, titles)) for o in differing])
@@ -279,7 +277,7 @@ def _line(conclusion: Conclusion, follows: tuple[str, ...] = ()) -> str:
     groups = grouped(conclusion.contrasts)
     if kind == REDUNDANT:
         return f"**redundant** on {where}: deleting changes nothing there."
-    if kind in (UNKNOWN, NOT_RUN):
+    if kind in (UNKNOWN, COULD_NOT_RUN):
         return f"**{kind}** on {where}: {conclusion.why}"
     if kind in (HARMFUL, NEEDED):
         said = "; ".join(f"{g.what} raise “{g.error}”" for g in groups if g.kind == kind)
@@ -340,8 +338,8 @@ def recommend(
     by_kind: dict[str, list[str]] = {}
     for label, conclusion in rows:
         by_kind.setdefault(conclusion.kind, []).append(label)
-    ran = [k for k in by_kind if k != NOT_RUN]
-    untested = f" Not tested: {versions_text(by_kind[NOT_RUN], order)}." if NOT_RUN in by_kind else ""
+    ran = [k for k in by_kind if k != COULD_NOT_RUN]
+    untested = f" Not tested: {versions_text(by_kind[COULD_NOT_RUN], order)}." if COULD_NOT_RUN in by_kind else ""
     which = f"`{methods[0]}`" if per_method else _methods(methods)
     if not ran:
         return (

@@ -17,10 +17,10 @@ from typing import Any
 from compat_matrix.baseline import Change
 from compat_matrix.collect import Collected
 from compat_matrix.conclude import (
+    COULD_NOT_RUN,
     DIFFERENTLY,
     HARMFUL,
     NEEDED,
-    NOT_RUN,
     REDUNDANT,
     TEST_COLUMNS,
     UNKNOWN,
@@ -35,7 +35,7 @@ BASE_MEANING = (
     "*with override*: the class as shipped. *base implementation*: the class as if the audited methods were "
     "deleted from its source, so each resolves to the nearest class after it in its MRO that defines it."
 )
-SYMBOLS = {REDUNDANT: "=", DIFFERENTLY: "≠", NEEDED: "+", HARMFUL: "✗", UNKNOWN: "?", NOT_RUN: "!"}
+SYMBOLS = {REDUNDANT: "=", DIFFERENTLY: "≠", NEEDED: "+", HARMFUL: "✗", UNKNOWN: "?", COULD_NOT_RUN: "!"}
 LEGEND = (
     "`=` same (redundant) · `≠` behaves differently · `+` needed · `✗` harmful · `?` inconclusive · `!` could not run"
 )

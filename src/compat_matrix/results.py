@@ -34,6 +34,19 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
+FAILED = "error: "  # how a probe records, in place of a value, the exception that stopped it
+
+
+def failure(exc: BaseException) -> str:
+    """The value that stands for `exc` in an observation: `error: Type: message`."""
+    return FAILED + describe_exception(exc)
+
+
+def failure_in(value: Any) -> str | None:
+    """The exception a value stands for (`Type: message`), if it is one."""
+    return value.removeprefix(FAILED) if isinstance(value, str) and value.startswith(FAILED) else None
+
+
 FLOAT_TOLERANCE = 1e-3  # relative: summaries of tensors agree when computed in another order
 
 

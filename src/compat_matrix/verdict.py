@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from compat_matrix.results import OK, CellResult, Observation, SubjectResult
+from compat_matrix.results import OK, CellResult, Observation, SubjectResult, failure_in
 from compat_matrix.spec import Subject
 
 SAME = "same"
@@ -154,10 +154,6 @@ def missed(subject: SubjectResult, expected: Subject) -> list[tuple[str, str]]:
             out.append((catch, "only informs: it cannot make the verdict differ"))
         elif o.same:
             out.append((catch, f"both {o.override!r}"))
-        elif o.probe in base_errors or _failed(o.base):
+        elif o.probe in base_errors or failure_in(o.base) is not None:
             out.append((catch, "the base implementation errored in that probe, which proves nothing"))
     return out
-
-
-def _failed(value: object) -> bool:
-    return isinstance(value, str) and value.startswith("error: ")

@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from compat_matrix.results import describe_exception
+from compat_matrix.results import failure, failure_in
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _TEMPORARY = re.compile(re.escape(tempfile.gettempdir()) + r"/[\w.-]+")
@@ -70,8 +70,8 @@ def attempt(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
         return call(*args, **kwargs)
     except Exception as exc:
-        return f"error: {describe_exception(exc)}"
+        return failure(exc)
 
 
 def failed(value: Any) -> bool:
-    return isinstance(value, str) and value.startswith("error: ")
+    return failure_in(value) is not None

@@ -16,7 +16,7 @@ from typing import Any
 
 from compat_matrix.probes import ANY, Build, Values, preparation, probe
 from compat_matrix.probes.common import attempt, batch, failed, jsonable
-from compat_matrix.results import describe_exception
+from compat_matrix.results import failure
 from compat_matrix.variants import defining_class
 
 DIGITS = 4  # significant digits of a float in a summary: the tolerance of value comparisons
@@ -280,7 +280,7 @@ def used(instance: Any, module: Any) -> bool | str:
         ids = batch()
         instance(input_ids=ids, labels=ids).loss.backward()
     except Exception as exc:
-        return f"error: {describe_exception(exc)}"
+        return failure(exc)
     finally:
         handle.remove()
     grads = [p.grad for p in module.parameters()]
