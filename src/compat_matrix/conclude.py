@@ -74,10 +74,7 @@ class Conclusion:
             return f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict
         parts = [c.text(detailed=False) for c in grouped(self.contrasts)]
         shown = "; ".join(parts[:2]) + (f"; +{len(parts) - 2} more" if len(parts) > 2 else "")
-        follows = ""
-        if verdict.per_method:
-            follows = f" [follows {', '.join(verdict.follows)}]" if verdict.follows else " [only with all deleted]"
-        return f"differs: {shown}{follows}"
+        return f"differs: {shown}{verdict.following}"
 
 
 def error_of(observation: Observation, value: Any) -> str | None:
@@ -267,12 +264,9 @@ def _methods(methods: tuple[str, ...]) -> str:
     )
 
 
-WHERE = "\0where\0"  # stands for the versions in a line until the versions that share it are known
-
-
-def _line(conclusion: Conclusion, follows: tuple[str, ...] = ()) -> str:
-    """The line for one conclusion, with WHERE for the versions."""
-    kind, where = conclusion.kind, WHERE
+def _line(conclusion: Conclusion, follows: tuple[str, ...], where: str) -> str:
+    """The line that says one conclusion, on the versions `where`."""
+    kind = conclusion.kind
     pinned = f" (follows {', '.join(f'`{m}`' for m in follows)})" if follows else ""
     groups = grouped(conclusion.contrasts)
     if kind == REDUNDANT:
@@ -288,11 +282,12 @@ def _line(conclusion: Conclusion, follows: tuple[str, ...] = ()) -> str:
 
 def _lines(rows: list[tuple[str, Conclusion, tuple[str, ...]]], order: list[str]) -> list[str]:
     """Versions whose conclusion is said the same way share a line; lines in the order of KINDS."""
-    lines: dict[tuple[str, str], list[str]] = {}
+    shared: dict[tuple[str, str], tuple[Conclusion, tuple[str, ...], list[str]]] = {}
     for label, conclusion, follows in rows:
-        lines.setdefault((conclusion.kind, _line(conclusion, follows)), []).append(label)
-    ordered = sorted(lines.items(), key=lambda item: KINDS.index(item[0][0]))
-    return [line.replace(WHERE, versions_text(labels, order)) for (_, line), labels in ordered]
+        key = (conclusion.kind, _line(conclusion, follows, ""))
+        shared.setdefault(key, (conclusion, follows, []))[2].append(label)
+    ordered = sorted(shared.items(), key=lambda item: KINDS.index(item[0][0]))
+    return [_line(c, follows, versions_text(labels, order)) for _, (c, follows, labels) in ordered]
 
 
 def _follows(verdict: Verdict) -> tuple[str, ...]:
@@ -301,13 +296,15 @@ def _follows(verdict: Verdict) -> tuple[str, ...]:
 
 def summarize(methods: tuple[str, ...], rows: list[Row]) -> Summary:
     """`rows` newest first. With several audited methods and the variants that delete one alone, a line per
-    method and conclusion; else a line per conclusion."""
+    method and conclusion, and advice per method; else a line per conclusion, and one recommendation."""
     order = [row.label for row in rows]
     if len(methods) > 1 and any(row.verdict.per_method for row in rows):
         by_method = {m: [(r.label, dict(r.per_method).get(m, r.conclusion)) for r in rows] for m in methods}
         said = [f"`{m}`: {line}" for m in methods for line in _lines([(at, c, ()) for at, c in by_method[m]], order)]
-        advice = [recommend((m,), by_method[m], order, per_method=True) for m in methods]
-        recommendation = " ".join(_merge(advice))
+        merged: dict[tuple[str, str], list[str]] = {}  # methods with the same advice, said once
+        for m in methods:
+            merged.setdefault(advice(by_method[m], order), []).append(f"`{m}`")
+        recommendation = " ".join(f"{verb} {', '.join(ms)}: {why}" for (verb, why), ms in merged.items())
     else:
         said = _lines([(r.label, r.conclusion, _follows(r.verdict)) for r in rows], order)
         recommendation = recommend(methods, [(r.label, r.conclusion) for r in rows], order)
@@ -321,45 +318,47 @@ def summarize(methods: tuple[str, ...], rows: list[Row]) -> Summary:
     return Summary(tuple(said), deprecated, recommendation, glance(rows))
 
 
-def _merge(advice: list[str]) -> list[str]:
-    """`Delete `a`: safe…` and `Delete `b`: safe…` said once: `Delete `a`, `b`: safe…`."""
-    merged: dict[tuple[str, str], list[str]] = {}
-    for text in advice:
-        verb, method, tail = re.match(r"^(\w+) (`[^`]+`)(: .*)$", text).groups()
-        merged.setdefault((verb, tail), []).append(method)
-    return [f"{verb} {', '.join(methods)}{tail}" for (verb, tail), methods in merged.items()]
-
-
-def recommend(
-    methods: tuple[str, ...], rows: list[tuple[str, Conclusion]], order: list[str], per_method: bool = False
-) -> str:
-    """What to do with the override(s), from the conclusions on every tested version. `per_method`: the advice
-    for one method, as "Delete|Keep|Review `m`: why."."""
+def _by_kind(rows: list[tuple[str, Conclusion]]) -> dict[str, list[str]]:
     by_kind: dict[str, list[str]] = {}
     for label, conclusion in rows:
         by_kind.setdefault(conclusion.kind, []).append(label)
-    ran = [k for k in by_kind if k != COULD_NOT_RUN]
+    return by_kind
+
+
+def advice(rows: list[tuple[str, Conclusion]], order: list[str]) -> tuple[str, str]:
+    """What to do with one override, from its conclusions on every tested version: (Delete|Keep|Review, why)."""
+    by_kind = _by_kind(rows)
     untested = f" Not tested: {versions_text(by_kind[COULD_NOT_RUN], order)}." if COULD_NOT_RUN in by_kind else ""
-    which = f"`{methods[0]}`" if per_method else _methods(methods)
-    if not ran:
-        return (
-            f"Review {which}: nothing ran." if per_method else "Nothing ran, so there is nothing to recommend."
-        ) + untested
+    if not set(by_kind) - {COULD_NOT_RUN}:
+        return "Review", "nothing ran." + untested
     if NEEDED in by_kind:
-        return f"Keep {which}: needed on {versions_text(by_kind[NEEDED], order)}." + untested
-    if set(ran) <= {REDUNDANT, HARMFUL}:
+        return "Keep", f"needed on {versions_text(by_kind[NEEDED], order)}." + untested
+    if set(by_kind) - {COULD_NOT_RUN} <= {REDUNDANT, HARMFUL}:
         fixes = f" and fixes {versions_text(by_kind[HARMFUL], order)}" if HARMFUL in by_kind else ""
-        if per_method:
-            return f"Delete {which}: safe on every tested version{fixes}." + untested
-        return f"Deleting {which} is safe on every tested version{fixes}." + untested
+        return "Delete", f"safe on every tested version{fixes}." + untested
+    return "Review", f"deleting it {_caveats(by_kind, order)}." + untested
+
+
+def _caveats(by_kind: dict[str, list[str]], order: list[str]) -> str:
     caveats = []
     if DIFFERENTLY in by_kind:
         caveats.append(f"changes behaviour on {versions_text(by_kind[DIFFERENTLY], order)}: review the differences")
     if UNKNOWN in by_kind:
         caveats.append(f"is not established on {versions_text(by_kind[UNKNOWN], order)}")
-    if per_method:
-        return f"Review {which}: deleting it " + " and ".join(caveats) + "." + untested
-    return f"Deleting {which} " + " and ".join(caveats) + "." + untested
+    return " and ".join(caveats)
+
+
+def recommend(methods: tuple[str, ...], rows: list[tuple[str, Conclusion]], order: list[str]) -> str:
+    """What to do with the override(s) together, as a sentence, by the same rules as `advice`."""
+    verb, why = advice(rows, order)
+    which = _methods(methods)
+    if verb == "Keep":
+        return f"Keep {which}: {why}"
+    if verb == "Delete":
+        return f"Deleting {which} is {why}"
+    if why.startswith("nothing ran"):
+        return "Nothing ran, so there is nothing to recommend." + why.removeprefix("nothing ran.")
+    return f"Deleting {which} " + why.removeprefix("deleting it ")
 
 
 def glance(rows: list[Row]) -> str:

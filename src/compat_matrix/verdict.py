@@ -40,6 +40,13 @@ class Verdict:
     def ran(self) -> bool:
         return self.verdict in (SAME, DIFFERS, INCONCLUSIVE, NO_PROBE)
 
+    @property
+    def following(self) -> str:
+        """` [follows m]` where the per-method bases ran (` [only with all deleted]` if none alone differs)."""
+        if not self.per_method:
+            return ""
+        return f" [follows {', '.join(self.follows)}]" if self.follows else " [only with all deleted]"
+
 
 def decide(subject: SubjectResult, cell: CellResult | None = None) -> Verdict:
     if cell is not None and cell.status != OK:
@@ -107,10 +114,7 @@ def phrase(verdict: Verdict) -> str:
         for item in verdict.differs:
             probe, _, name = item.partition(".")
             by_probe.setdefault(probe, []).append(name)
-        text = "differs: " + "; ".join(f"{p} ({', '.join(names)})" for p, names in by_probe.items())
-        if verdict.per_method:
-            text += f" [follows {_names(verdict.follows)}]" if verdict.follows else " [only with all deleted]"
-        return text
+        return "differs: " + "; ".join(f"{p} ({', '.join(n)})" for p, n in by_probe.items()) + verdict.following
     return f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict
 
 
