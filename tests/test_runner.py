@@ -11,8 +11,9 @@ import pytest
 
 from compat_matrix import tracing
 from compat_matrix.forks import forked
+from compat_matrix.observe import ProbeTimeout, call_probe
 from compat_matrix.probes import Inconclusive, Probe
-from compat_matrix.runner import Ask, ProbeTimeout, call_probe, discover_overrides, load_probe_modules, run_isolated
+from compat_matrix.runner import Ask, discover_overrides, load_probe_modules, run_isolated
 
 
 class Root:
