@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
@@ -14,6 +17,7 @@ from compat_matrix import cli, render
 from compat_matrix.cells import cells, result_path
 from compat_matrix.results import CellResult, Observation, SubjectResult, TestOutcome, write_json_atomic
 from compat_matrix.spec import Axis, MatrixSpec, Subject, load
+from conftest import ROOT
 from test_report import HOSTILE, RESULTS, SPEC
 
 COMMENT_LIMIT = 65_536  # characters in a GitHub pull-request comment
@@ -199,3 +203,25 @@ def test_hostile_reasons_names_and_test_ids_come_out_literally():
     parsed = gfm(text)
     assert all(len(set(rows)) == 1 for rows in parsed.tables)  # every row as many cells as its header
     assert HOSTILE_NAME.replace("\\", "") in " ".join(parsed.texts) or "[link](http://evil)" in html
+
+
+SEEDED = """
+import sys
+sys.path[:0] = ["src", "tests"]
+from test_markdown import sweep
+from compat_matrix import cli, render
+spec, results = sweep(versions=3, subjects=2)
+print(render.markdown(cli.make_report(spec, results)))
+"""
+
+
+def test_the_report_is_the_same_whatever_python_s_hash_seed():
+    """Nothing in a report may follow the order of a set of strings, which changes from process to process."""
+
+    def rendered(seed: str) -> str:
+        environ = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, "-c", SEEDED], env=environ, cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert len({rendered(seed) for seed in ("1", "2", "3")}) == 1
