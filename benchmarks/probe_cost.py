@@ -19,8 +19,8 @@ from pathlib import Path
 from compat_matrix import variants
 from compat_matrix.factory import default_factory, load_callable
 from compat_matrix.forks import forked
+from compat_matrix.observe import call_probe
 from compat_matrix.probes import ANY, Build, prepare, prewarm, registry
-from compat_matrix.runner import call_probe
 
 
 def main(target: str, methods: tuple[str, ...]) -> dict[str, float]:

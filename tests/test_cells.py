@@ -271,3 +271,19 @@ def test_stamps_say_what_was_asked_for_and_old_ones_still_read(tmp_path):
     assert read_stamp(tmp_path) == Stamp("0123456789abcdef")
     (tmp_path / STAMP).unlink()
     assert read_stamp(tmp_path) is None
+
+
+def test_an_edit_to_your_own_probe_module_or_test_file_makes_a_cached_result_stale(tmp_path):
+    from compat_matrix.envs import inputs_key
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text("def test_a(): pass\n")
+    (tmp_path / "probes.py").write_text("# probes\n")
+    matrix = tmp_path / "m.toml"
+    subject = '[[subjects]]\ntarget = "a.b:C"\ntests = ["tests/test_x.py::test_a"]\n'
+    matrix.write_text(f'[matrix]\nname = "m"\nprobes = ["./probes.py"]\n[axes]\ntransformers = ["5.x"]\n{subject}')
+    before = inputs_key(load(matrix))
+    (tmp_path / "tests" / "test_x.py").write_text("def test_a(): assert False\n")
+    after_test = inputs_key(load(matrix))
+    (tmp_path / "probes.py").write_text("# other probes\n")
+    assert len({before, after_test, inputs_key(load(matrix))}) == 3

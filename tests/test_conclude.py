@@ -84,6 +84,10 @@ def test_versions_are_said_oldest_first_with_runs_as_their_ends(labels, text):
     assert versions_text(labels, order) == text
 
 
+def seen(*methods):
+    return Observation("trainer_step", "reached", list(methods), list(methods), carries=False)
+
+
 def rows(*kinds_by_label):
     out = []
     for label, subject in kinds_by_label:
@@ -114,7 +118,7 @@ def test_the_recommendation_follows_the_conclusions_on_every_version():
         rows(
             ("transformers 5.2.0", result(harmful, warned, methods=(A, B))),
             ("transformers 5.1.0", result(needed, methods=(A, B))),
-            ("transformers 5.0.0", result(Observation("trainer_step", "default", 1, 1), methods=(A, B))),
+            ("transformers 5.0.0", result(Observation("trainer_step", "default", 1, 1), seen(A, B), methods=(A, B))),
         ),
     )
     assert said.recommendation == (
@@ -124,9 +128,8 @@ def test_the_recommendation_follows_the_conclusions_on_every_version():
     assert said.deprecations == ("`switch_on` deprecated in transformers 5.2.0 in favour of `turn_on`",)
     assert said.lines[0].startswith("`switch_on`: **harmful** on transformers 5.2.0: with the override, Trainer step")
     assert "`switch_off`: **needed** on transformers 5.1.0" in said.lines[2]
-    assert glance(rows(("v 2", result(harmful, methods=(A, B))), ("v 1", result(Observation("p", "x", 1, 1))))) == (
-        "same 1 · differs 2"
-    )
+    same = result(Observation("trainer_step", "x", 1, 1), seen(A))
+    assert glance(rows(("v 2", result(harmful, methods=(A, B))), ("v 1", same))) == ("same 1 · differs 2")
 
 
 def test_one_method_redundant_everywhere_is_safe_to_delete():

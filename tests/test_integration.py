@@ -58,18 +58,16 @@ def test_default_matrix_rows_and_a_release_that_does_not_exist(tmp_path):
         assert subject["verdict"] == "differs" and subject["follows"] == ["get_input_embeddings"], subject
         assert by_version[version]["resolved"]["torch"].startswith("2.13.0")
     (summary,) = report["subjects"]
-    for method in ("gradient_checkpointing_enable", "gradient_checkpointing_disable"):
-        assert (
-            f"`{method}`: **redundant** on transformers 4.57.6, 5.14.1: deleting changes nothing there."
-            in (summary["conclusions"])
-        )
+    for method in ("gradient_checkpointing_enable", "gradient_checkpointing_disable"):  # redundant where 5.24 is not
+        said = f"`{method}`: **redundant** on transformers 4.57.6"
+        assert any(line.startswith(said) for line in summary["conclusions"]), summary["conclusions"]
     assert any(
         line.startswith("`get_input_embeddings`: **needed** on transformers 4.57.6") for line in summary["conclusions"]
     )
     markdown = (tmp_path / "reports" / "char-causal-lm-checkpointing.md").read_text()
     for version in ("4.57.6", "5.14.1"):
         row = next(line for line in markdown.splitlines() if line.startswith(f"| transformers {version} "))
-        assert row.count("enable→True, disable→False") == 2 and "[follows get_input_embeddings]" in row
+        assert row.count("enable→True, disable→False") == 2 and "\\[follows get\\_input\\_embeddings\\]" in row
     assert "| transformers 99.0 (requested)" in markdown
 
 
@@ -113,9 +111,12 @@ def test_a_probe_module_of_your_own_runs_beside_the_built_in_ones_and_a_broken_o
     observed = {(o["probe"], o["name"]): o for o in subject["observations"]}
     mine = observed["frozen_model_input_grads", "loss_requires_grad"]
     assert mine["override"] is False  # the module get_input_embeddings returns is never called: no input grads
-    broken = observed[str(example / "broken_probes.py"), "error"]
+    broken = observed["broken_probes.py", "error"]  # named as the matrix file names it
     assert broken["override"] == broken["base"] == "RuntimeError: cannot import this" and not broken["carries"]
-    assert "| frozen_model_input_grads | loss_requires_grad |" in (tmp_path / "reports" / "custom-probe.md").read_text()
+    assert (
+        "| frozen\\_model\\_input\\_grads | loss\\_requires\\_grad |"
+        in (tmp_path / "reports" / "custom-probe.md").read_text()
+    )
 
 
 def test_your_own_tests_under_both_variants_and_against_broken_overrides(tmp_path):
@@ -147,4 +148,4 @@ def test_your_own_tests_under_both_variants_and_against_broken_overrides(tmp_pat
     assert summary["catch_none"] == ["test_backward_still_produces_gradients"]
     assert summary["adds_nothing"] == {"test_enable_forwards_kwargs": "test_enable_reaches_wrapped_model"}
     markdown = (tmp_path / "reports" / "char-wrapper-tests.md").read_text()
-    assert "`test_backward_still_produces_gradients` catches none" in markdown
+    assert "- test\\_backward\\_still\\_produces\\_gradients catches none: it cannot tell" in markdown

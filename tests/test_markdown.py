@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
@@ -12,8 +15,9 @@ from markdown_it import MarkdownIt
 
 from compat_matrix import cli, render
 from compat_matrix.cells import cells, result_path
-from compat_matrix.results import CellResult, Observation, SubjectResult, write_json_atomic
+from compat_matrix.results import CellResult, Observation, SubjectResult, TestOutcome, write_json_atomic
 from compat_matrix.spec import Axis, MatrixSpec, Subject, load
+from conftest import ROOT
 from test_report import HOSTILE, RESULTS, SPEC
 
 COMMENT_LIMIT = 65_536  # characters in a GitHub pull-request comment
@@ -165,7 +169,7 @@ def test_a_rerun_with_unchanged_results_leaves_every_report_file_byte_identical(
 def test_values_are_spelled_the_same_in_markdown_and_csv():
     report = cli.make_report(SPEC, RESULTS)
     text, table = render.markdown(report), render.csv_text(report.collected)
-    assert "| transformers 5.10.1 | enable_reaches_wrapped_model | layers_on | False | True |" in text
+    assert "| transformers 5.10.1 | enable\\_reaches\\_wrapped\\_model | layers\\_on | False | True |" in text
     assert "transformers 5.10.1,cell:demo:transformers=5.10.1," in table and ",layers_on,False,True,False,True" in table
     assert ",true," not in table and ",false," not in table
 
@@ -229,3 +233,56 @@ def test_a_long_table_gives_releases_that_read_alike_one_row():
 )
 def test_merged_rows(rows, expected):
     assert render.merged(rows) == expected
+
+
+HOSTILE_NAME = "x_[link](http://evil)_*b*_`c`_<i>i</i>|"
+
+
+def test_hostile_reasons_names_and_test_ids_come_out_literally():
+    """What users and their libraries write (reasons, observation names of their own probes, test ids) can break
+    neither a table nor a sentence, nor become a link, emphasis, code or HTML."""
+    spec, results = sweep(versions=2, subjects=2)
+    failing = SubjectResult(
+        spec.subjects[0].target, ("m",), status="import-failed", reason=f"ImportError: {HOSTILE_NAME}"
+    )
+    differing = SubjectResult(
+        spec.subjects[1].target,
+        ("m",),
+        observations=(
+            Observation("my_probe", HOSTILE_NAME, 1, 2),
+            Observation("my_probe", "reached", ["m"], ["m"], carries=False),
+        ),
+        probes=("my_probe",),
+        tests=(TestOutcome(f"tests/test_x.py::test_{HOSTILE_NAME}", "passed", "passed"),),
+        mutants=("m: does nothing",),
+    )
+    results = [replace(results[0], subjects=(failing, differing)), results[1]]
+    text = render.markdown(cli.make_report(spec, results))
+    html = MarkdownIt("commonmark", {"html": True}).enable("table").render(text)
+    assert "<a " not in html and "<i>" not in html and "<code>c</code>" not in html
+    assert html.count("<em>") == 2  # *with override* and *base implementation*, the report's own
+    parsed = gfm(text)
+    assert all(len(set(rows)) == 1 for rows in parsed.tables)  # every row as many cells as its header
+    assert HOSTILE_NAME.replace("\\", "") in " ".join(parsed.texts) or "[link](http://evil)" in html
+
+
+SEEDED = """
+import sys
+sys.path[:0] = ["src", "tests"]
+from test_markdown import sweep
+from compat_matrix import cli, render
+spec, results = sweep(versions=3, subjects=2)
+print(render.markdown(cli.make_report(spec, results)))
+"""
+
+
+def test_the_report_is_the_same_whatever_python_s_hash_seed():
+    """Nothing in a report may follow the order of a set of strings, which changes from process to process."""
+
+    def rendered(seed: str) -> str:
+        environ = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, "-c", SEEDED], env=environ, cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert len({rendered(seed) for seed in ("1", "2", "3")}) == 1

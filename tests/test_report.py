@@ -30,7 +30,9 @@ HOSTILE = "ValueError: a | b `code` <b>bold</b>\nsecond line"
 def observations(enable: bool = True, error: str | None = None) -> tuple[Observation, ...]:
     return (
         Observation("enable_reaches_wrapped_model", "layers_on", enable, True),
+        Observation("enable_reaches_wrapped_model", "reached", [METHODS[0]], [METHODS[0]], carries=False),
         Observation("disable_round_trip", "layers_on", False, False),
+        Observation("disable_round_trip", "reached", list(METHODS), list(METHODS), carries=False),
         Observation("kwargs_forwarded", "checkpoint_kwargs", [{"use_reentrant": False}], [{"use_reentrant": False}]),
         *([Observation("kwargs_forwarded", "error", error, None)] if error else []),
     )

@@ -10,8 +10,10 @@ import warnings
 import pytest
 
 from compat_matrix import tracing
+from compat_matrix.forks import forked
+from compat_matrix.observe import ProbeTimeout, call_probe
 from compat_matrix.probes import Inconclusive, Probe
-from compat_matrix.runner import Ask, ProbeTimeout, call_probe, discover_overrides, run_isolated
+from compat_matrix.runner import Ask, _differing, discover_overrides, load_probe_modules, pair, run_isolated
 
 
 class Root:
@@ -64,9 +66,9 @@ def test_a_subject_that_cannot_be_imported_is_labelled_from_the_child():
     assert result.status == "import-failed" and "No module named 'no_such_module_here'" in result.reason
 
 
-def test_logged_warnings_are_observations_even_from_a_logger_that_does_not_propagate():
+def test_logged_warnings_are_observations_even_from_a_logger_that_does_not_propagate(monkeypatch):
     library = logging.getLogger("transformers.some.module")  # transformers' own tree: propagate is off at its root
-    logging.getLogger("transformers").propagate = False
+    monkeypatch.setattr(logging.getLogger("transformers"), "propagate", False)
 
     def logs(build):
         library.warning("old | format")
@@ -108,3 +110,38 @@ def test_a_message_logged_once_is_seen_by_every_probe_that_logs_it():
     finally:
         del logging.Logger.warning_once
     assert seen == [{"warnings": ["transformers logger: said once"]}] * 2
+
+
+def test_a_probe_module_that_raises_aborts_or_exits_at_import_is_named_and_the_others_load(tmp_path):
+    (tmp_path / "good_probes.py").write_text("from compat_matrix import probe\nLOADED = True\n")
+    (tmp_path / "raises.py").write_text("raise RuntimeError('cannot import this')\n")
+    (tmp_path / "aborts.py").write_text("import os\nos.abort()\n")
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(3)\n")
+    refs = [str(tmp_path / name) for name in ("good_probes.py", "raises.py", "aborts.py", "exits.py")]
+    progress = tmp_path / "progress"
+    # in a child of its own, as a cell would be: nothing that happens here may reach the test process
+    failed = forked(lambda: load_probe_modules([*refs, "no.such.module"], str(tmp_path), 10.0), progress, 60).answer
+    assert failed == {
+        "raises.py": "RuntimeError: cannot import this",
+        "aborts.py": "killed by SIGABRT",
+        "exits.py": "SystemExit: 3",
+        "no.such.module": "ModuleNotFoundError: No module named 'no'",
+    }
+
+
+def test_pair_matches_values_by_name_and_adds_the_per_method_bases_where_they_ran():
+    first = Probe("first", lambda build: {}, ("m",), carries=("x",))
+    second = Probe("second", lambda build: {}, ("m",))
+    runs = {
+        "override": {"first": {"x": 1, "y": "a"}, "second": {"z": True}},
+        "base": {"first": {"x": 2, "y": "b"}, "second": {"z": True}},
+        "base without m": {"first": {"x": 1, "y": "b"}},  # it ran only the probe that differed
+    }
+    observed = pair([first, second], runs)
+    assert [(o.probe, o.name, o.override, o.base, o.carries, o.without) for o in observed] == [
+        ("first", "x", 1, 2, True, (("m", 1),)),
+        ("first", "y", "a", "b", False, (("m", "b"),)),
+        ("second", "z", True, True, True, ()),
+    ]
+    assert _differing([first, second], observed) == [first]  # y differs too, but it only informs
+    assert pair([first], {"override": {"first": {"x": 1}}}) == []  # a probe the base did not complete

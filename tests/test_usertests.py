@@ -3,13 +3,15 @@ the report says about them. No torch: plain Python subjects and test files made 
 
 from __future__ import annotations
 
+import tempfile
 import textwrap
+from pathlib import Path
 
 from compat_matrix import mutants, variants
-from compat_matrix.conclude import seen_tests
+from compat_matrix.conclude import _needing, seen_tests
 from compat_matrix.forks import forked
 from compat_matrix.results import OK, SubjectResult, TestOutcome
-from compat_matrix.usertests import run_tests
+from compat_matrix.usertests import _stopped, run_tests
 
 TESTS = """
 import time
@@ -126,4 +128,28 @@ def test_the_report_says_which_tests_need_the_override_and_which_catch_nothing_n
     }
     assert seen.catch_none == ("test_grads",)
     assert seen.adds_nothing == (("test_kwargs", "test_flag"),)
+    assert _needing(seen) == " But your tests test\\_needs pass only with the override on transformers 5.1.0."
     assert seen_tests([("transformers 5.1.0", SubjectResult("x:Y", ("m",)))]) is None
+
+
+def test_a_node_id_that_does_not_exist_is_an_error_for_every_requested_test(tmp_path):
+    (tmp_path / "test_user.py").write_text("def test_passes():\n    pass\n")
+    found = outcomes_in_child(tmp_path, [str(tmp_path / "test_user.py::test_passes"), str(tmp_path / "test_nope.py")])
+    assert set(found) == {"test_user.py::test_passes", "test_nope.py"}
+    assert all(outcome == "error" and "not found" in message for outcome, message in found.values()), found
+
+
+def test_a_test_that_kills_its_child_is_an_error_and_the_others_are_not_run(tmp_path):
+    (tmp_path / "test_user.py").write_text("import os\n\ndef test_a():\n    pass\n\ndef test_dies():\n    os.abort()\n")
+    progress = tmp_path / "progress"
+    run = forked(lambda: run_tests([str(tmp_path / "test_user.py")], str(tmp_path), 5.0, progress), progress, 60)
+    assert run.status == "crashed" and run.where == "running the test test_user.py::test_dies"
+    assert _stopped(run, [str(tmp_path / "test_user.py")], str(tmp_path)) == {
+        "test_user.py::test_dies": ("error", "crashed: killed by SIGABRT")
+    }
+
+
+def test_a_variant_that_cannot_be_made_says_why():
+    progress = Path(tempfile.mkdtemp()) / "progress"
+    run = forked(lambda: variants.apply(Subject, "base", ("nope",)), progress, 30, "making the base variant")
+    assert run.status == "crashed" and run.reason.startswith("making the base variant: VariantError: Subject does not")

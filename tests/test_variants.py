@@ -193,3 +193,15 @@ def test_reached_names_the_methods_whose_code_ran():
         Subject().uses_greet()
         Subject().loud  # noqa: B018
     assert seen == {"greet", "loud"}
+
+
+def test_reached_counts_a_staticmethod_called_anywhere_and_a_nested_class_always():
+    watched = {name: tracing.bodies(vars(Subject)[name]) for name in ("version", "Options", "greet")}
+    static = frozenset({"version"})
+    with tracing.reached(watched, Subject, static) as seen:
+        Subject.version()
+    assert seen == {"version", "Options"}  # greet never ran; the nested class cannot be watched, so it counts
+    uses = {"uses_greet": tracing.bodies(vars(Subject)["uses_greet"])}
+    with tracing.reached(uses, Subject) as seen:
+        Subject.uses_greet(Middle())  # the watched code, but not on a Subject: the wrapped model's, say
+    assert seen == set()

@@ -52,7 +52,15 @@ def subject(*observations, methods=BOTH, probes=("p",), unprobed=(), status="ok"
             "p: no layers",
         ),
         # a difference in an observation that only informs does not make `differs`
-        (subject(obs("present", ["a"], ["b"], carries=False), reached("p", BOTH)), SAME, None),
+        (subject(obs("x", 1, 1), obs("present", ["a"], ["b"], carries=False), reached("p", BOTH)), SAME, None),
+        # the method ran, but the probe observed nothing that carries a verdict (only warnings, or informs)
+        (
+            subject(obs("warnings", ["W"], ["W"]), reached("p", BOTH)),
+            INCONCLUSIVE,
+            "never ran in a probe that observed",
+        ),
+        # a probe without a `reached` observation (an old result, a module that failed to import) is no evidence
+        (subject(obs("x", 1, 1)), INCONCLUSIVE, "never ran"),
         (subject(obs("x", 1, 2), reached("p", [])), DIFFERS, None),
         (subject(status="crashed"), "crashed", None),
     ],
@@ -111,3 +119,19 @@ def test_an_expectation_of_same_is_not_met_by_inconclusive():
         f"transformers 5.0.0: m:C expected same, got inconclusive: {', '.join(BOTH)} never ran in a probe"
         " that observed something"
     ]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        (4.1751, 4.1749, True),  # summaries of the same tensor, added up in another order
+        (4.175, 4.3, False),
+        ({"loss": 1.0, "steps": 1}, {"loss": 1.0000001, "steps": 1}, True),
+        ([1.0, 2.0], [1.0, 2.5], False),
+        (True, 1.0, False),
+        (1, 1.0004, True),
+        ("nan", "nan", True),
+    ],
+)
+def test_floats_agree_within_a_relative_tolerance(a, b, same):
+    assert Observation("p", "x", a, b).same is same

@@ -79,15 +79,14 @@ def newest_first(results: list[CellResult], axes: list[str]) -> list[CellResult]
 
 
 def shown(subject: SubjectResult | None, variant: str) -> str:
-    """`enable→True, disable→False`: the observations the probes mark as their summary, for one variant."""
+    """`enable→True, disable→False`: the observations the probes mark as their summary, for one variant (as the
+    cell said, or, for results from before it did, as this registry says)."""
     if subject is None:
         return ""
+    summaries = subject.summaries or tuple((p.name, *p.summary) for p in registry().values() if p.summary)
     parts = []
-    for probe in registry().values():
-        if probe.summary is None:
-            continue
-        tag, name = probe.summary
-        values = {o.name: getattr(o, variant) for o in subject.observations if o.probe == probe.name}
+    for probe, tag, name in summaries:
+        values = {o.name: getattr(o, variant) for o in subject.observations if o.probe == probe}
         if values.get("error") is not None:
             parts.append(f"{tag}→error")
         elif name in values:

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from compat_matrix.results import Observation, SubjectResult, one_line
+from compat_matrix.results import Observation, SubjectResult, failure_in, one_line
 from compat_matrix.verdict import DIFFERS, INCONCLUSIVE, NO_PROBE, SAME, Verdict
 
 REDUNDANT = "redundant"
@@ -26,8 +26,8 @@ HARMFUL = "harmful"
 NEEDED = "needed"
 DIFFERENTLY = "behaves differently"
 UNKNOWN = "inconclusive"
-NOT_RUN = "could not run"
-KINDS = (HARMFUL, NEEDED, DIFFERENTLY, UNKNOWN, NOT_RUN, REDUNDANT)  # the order conclusions are listed in
+COULD_NOT_RUN = "could not run"
+KINDS = (HARMFUL, NEEDED, DIFFERENTLY, UNKNOWN, COULD_NOT_RUN, REDUNDANT)  # the order conclusions are listed in
 SHORT = 48  # characters of a value in a phrase
 _DEPRECATED = re.compile(r"deprecat", re.IGNORECASE)
 _REPLACEMENT = re.compile(r"[Uu]se `([\w.]+)`")
@@ -74,24 +74,24 @@ class Conclusion:
             return f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict
         parts = [c.text(detailed=False) for c in grouped(self.contrasts)]
         shown = "; ".join(parts[:2]) + (f"; +{len(parts) - 2} more" if len(parts) > 2 else "")
-        follows = ""
-        if verdict.per_method:
-            follows = f" [follows {', '.join(verdict.follows)}]" if verdict.follows else " [only with all deleted]"
-        return f"differs: {shown}{follows}"
+        return f"differs: {shown}{verdict.following}"
 
 
 def error_of(observation: Observation, value: Any) -> str | None:
     """The error a side shows in an observation: the probe's own `error`, or an entry recorded as "error: …"."""
     if observation.name == "error":
         return value if isinstance(value, str) else None
-    if isinstance(value, str) and value.startswith("error: "):
-        return value.removeprefix("error: ")
-    return None
+    return failure_in(value)
+
+
+_MARKUP = re.compile(r"([*_\[\]])")
 
 
 def plain(text: str) -> str:
-    """Observed text made safe to quote in a sentence that marks code with backticks: one line, no backticks."""
-    return one_line(text).replace("`", "'")
+    """Observed text (an error, a reason, a name a user's probe chose) made safe to quote in a sentence of the
+    report's own, which marks code with backticks and emphasis with asterisks: one line, no backticks, markdown's
+    emphasis and link characters escaped. HTML and `|` are escaped when the sentence is written out."""
+    return _MARKUP.sub(r"\\\1", one_line(text).replace("`", "'"))
 
 
 def short(value: Any, limit: int = SHORT) -> str:
@@ -122,9 +122,8 @@ def sides(override: Any, base: Any) -> tuple[str, str]:
 
 
 def contrast(observation: Observation, title: str) -> Contrast:
-    if observation.name == "warnings":
-        title += " warnings"
-    what = ((title, () if observation.name in ("error", "warnings") else (observation.name,)),)
+    title = plain(title) + (" warnings" if observation.name == "warnings" else "")
+    what = ((title, () if observation.name in ("error", "warnings") else (plain(observation.name),)),)
     on_override, on_base = error_of(observation, observation.override), error_of(observation, observation.base)
     if on_override and not on_base:
         return Contrast(HARMFUL, what, _error_type(on_override), "runs", plain(on_override))
@@ -177,9 +176,11 @@ def conclude(subject: SubjectResult | None, verdict: Verdict, titles: dict[str, 
     if verdict.verdict == SAME:
         return Conclusion(REDUNDANT)
     if verdict.verdict in (INCONCLUSIVE, NO_PROBE):
-        return Conclusion(UNKNOWN, why=verdict.reason)
+        return Conclusion(UNKNOWN, why=plain(verdict.reason or verdict.verdict))
     if verdict.verdict != DIFFERS or subject is None:
-        return Conclusion(NOT_RUN, why=f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict)
+        return Conclusion(
+            COULD_NOT_RUN, why=plain(f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict)
+        )
     differing = [o for o in subject.observations if o.carries and not o.same]
     return from_contrasts([contrast(o, _title(o, titles)) for o in differing])
 
@@ -263,17 +264,14 @@ def _methods(methods: tuple[str, ...]) -> str:
     )
 
 
-WHERE = "\0where\0"  # stands for the versions in a line until the versions that share it are known
-
-
-def _line(conclusion: Conclusion, follows: tuple[str, ...] = ()) -> str:
-    """The line for one conclusion, with WHERE for the versions."""
-    kind, where = conclusion.kind, WHERE
+def _line(conclusion: Conclusion, follows: tuple[str, ...], where: str) -> str:
+    """The line that says one conclusion, on the versions `where`."""
+    kind = conclusion.kind
     pinned = f" (follows {', '.join(f'`{m}`' for m in follows)})" if follows else ""
     groups = grouped(conclusion.contrasts)
     if kind == REDUNDANT:
         return f"**redundant** on {where}: deleting changes nothing there."
-    if kind in (UNKNOWN, NOT_RUN):
+    if kind in (UNKNOWN, COULD_NOT_RUN):
         return f"**{kind}** on {where}: {conclusion.why}"
     if kind in (HARMFUL, NEEDED):
         said = "; ".join(f"{g.what} raise “{g.error}”" for g in groups if g.kind == kind)
@@ -284,11 +282,12 @@ def _line(conclusion: Conclusion, follows: tuple[str, ...] = ()) -> str:
 
 def _lines(rows: list[tuple[str, Conclusion, tuple[str, ...]]], order: list[str]) -> list[str]:
     """Versions whose conclusion is said the same way share a line; lines in the order of KINDS."""
-    lines: dict[tuple[str, str], list[str]] = {}
+    shared: dict[tuple[str, str], tuple[Conclusion, tuple[str, ...], list[str]]] = {}
     for label, conclusion, follows in rows:
-        lines.setdefault((conclusion.kind, _line(conclusion, follows)), []).append(label)
-    ordered = sorted(lines.items(), key=lambda item: KINDS.index(item[0][0]))
-    return [line.replace(WHERE, versions_text(labels, order)) for (_, line), labels in ordered]
+        key = (conclusion.kind, _line(conclusion, follows, ""))
+        shared.setdefault(key, (conclusion, follows, []))[2].append(label)
+    ordered = sorted(shared.items(), key=lambda item: KINDS.index(item[0][0]))
+    return [_line(c, follows, versions_text(labels, order)) for _, (c, follows, labels) in ordered]
 
 
 def _follows(verdict: Verdict) -> tuple[str, ...]:
@@ -297,13 +296,15 @@ def _follows(verdict: Verdict) -> tuple[str, ...]:
 
 def summarize(methods: tuple[str, ...], rows: list[Row]) -> Summary:
     """`rows` newest first. With several audited methods and the variants that delete one alone, a line per
-    method and conclusion; else a line per conclusion."""
+    method and conclusion, and advice per method; else a line per conclusion, and one recommendation."""
     order = [row.label for row in rows]
     if len(methods) > 1 and any(row.verdict.per_method for row in rows):
         by_method = {m: [(r.label, dict(r.per_method).get(m, r.conclusion)) for r in rows] for m in methods}
         said = [f"`{m}`: {line}" for m in methods for line in _lines([(at, c, ()) for at, c in by_method[m]], order)]
-        advice = [recommend((m,), by_method[m], order, per_method=True) for m in methods]
-        recommendation = " ".join(_merge(advice))
+        merged: dict[tuple[str, str], list[str]] = {}  # methods with the same advice, said once
+        for m in methods:
+            merged.setdefault(advice(by_method[m], order), []).append(f"`{m}`")
+        recommendation = " ".join(f"{verb} {', '.join(ms)}: {why}" for (verb, why), ms in merged.items())
     else:
         said = _lines([(r.label, r.conclusion, _follows(r.verdict)) for r in rows], order)
         recommendation = recommend(methods, [(r.label, r.conclusion) for r in rows], order)
@@ -317,45 +318,47 @@ def summarize(methods: tuple[str, ...], rows: list[Row]) -> Summary:
     return Summary(tuple(said), deprecated, recommendation, glance(rows))
 
 
-def _merge(advice: list[str]) -> list[str]:
-    """`Delete `a`: safe…` and `Delete `b`: safe…` said once: `Delete `a`, `b`: safe…`."""
-    merged: dict[tuple[str, str], list[str]] = {}
-    for text in advice:
-        verb, method, tail = re.match(r"^(\w+) (`[^`]+`)(: .*)$", text).groups()
-        merged.setdefault((verb, tail), []).append(method)
-    return [f"{verb} {', '.join(methods)}{tail}" for (verb, tail), methods in merged.items()]
-
-
-def recommend(
-    methods: tuple[str, ...], rows: list[tuple[str, Conclusion]], order: list[str], per_method: bool = False
-) -> str:
-    """What to do with the override(s), from the conclusions on every tested version. `per_method`: the advice
-    for one method, as "Delete|Keep|Review `m`: why."."""
+def _by_kind(rows: list[tuple[str, Conclusion]]) -> dict[str, list[str]]:
     by_kind: dict[str, list[str]] = {}
     for label, conclusion in rows:
         by_kind.setdefault(conclusion.kind, []).append(label)
-    ran = [k for k in by_kind if k != NOT_RUN]
-    untested = f" Not tested: {versions_text(by_kind[NOT_RUN], order)}." if NOT_RUN in by_kind else ""
-    which = f"`{methods[0]}`" if per_method else _methods(methods)
-    if not ran:
-        return (
-            f"Review {which}: nothing ran." if per_method else "Nothing ran, so there is nothing to recommend."
-        ) + untested
+    return by_kind
+
+
+def advice(rows: list[tuple[str, Conclusion]], order: list[str]) -> tuple[str, str]:
+    """What to do with one override, from its conclusions on every tested version: (Delete|Keep|Review, why)."""
+    by_kind = _by_kind(rows)
+    untested = f" Not tested: {versions_text(by_kind[COULD_NOT_RUN], order)}." if COULD_NOT_RUN in by_kind else ""
+    if not set(by_kind) - {COULD_NOT_RUN}:
+        return "Review", "nothing ran." + untested
     if NEEDED in by_kind:
-        return f"Keep {which}: needed on {versions_text(by_kind[NEEDED], order)}." + untested
-    if set(ran) <= {REDUNDANT, HARMFUL}:
+        return "Keep", f"needed on {versions_text(by_kind[NEEDED], order)}." + untested
+    if set(by_kind) - {COULD_NOT_RUN} <= {REDUNDANT, HARMFUL}:
         fixes = f" and fixes {versions_text(by_kind[HARMFUL], order)}" if HARMFUL in by_kind else ""
-        if per_method:
-            return f"Delete {which}: safe on every tested version{fixes}." + untested
-        return f"Deleting {which} is safe on every tested version{fixes}." + untested
+        return "Delete", f"safe on every tested version{fixes}." + untested
+    return "Review", f"deleting it {_caveats(by_kind, order)}." + untested
+
+
+def _caveats(by_kind: dict[str, list[str]], order: list[str]) -> str:
     caveats = []
     if DIFFERENTLY in by_kind:
         caveats.append(f"changes behaviour on {versions_text(by_kind[DIFFERENTLY], order)}: review the differences")
     if UNKNOWN in by_kind:
         caveats.append(f"is not established on {versions_text(by_kind[UNKNOWN], order)}")
-    if per_method:
-        return f"Review {which}: deleting it " + " and ".join(caveats) + "." + untested
-    return f"Deleting {which} " + " and ".join(caveats) + "." + untested
+    return " and ".join(caveats)
+
+
+def recommend(methods: tuple[str, ...], rows: list[tuple[str, Conclusion]], order: list[str]) -> str:
+    """What to do with the override(s) together, as a sentence, by the same rules as `advice`."""
+    verb, why = advice(rows, order)
+    which = _methods(methods)
+    if verb == "Keep":
+        return f"Keep {which}: {why}"
+    if verb == "Delete":
+        return f"Deleting {which} is {why}"
+    if why.startswith("nothing ran"):
+        return "Nothing ran, so there is nothing to recommend." + why.removeprefix("nothing ran.")
+    return f"Deleting {which} " + why.removeprefix("deleting it ")
 
 
 def glance(rows: list[Row]) -> str:
@@ -372,7 +375,7 @@ def glance(rows: list[Row]) -> str:
 
 def _verdict_of(conclusion: Conclusion | None, row: Row) -> str:
     """The verdict that deleting one method alone gets (the row's own where that did not run)."""
-    if conclusion is None or conclusion.kind == NOT_RUN:
+    if conclusion is None or conclusion.kind == COULD_NOT_RUN:
         return row.verdict.verdict
     return {REDUNDANT: SAME, UNKNOWN: INCONCLUSIVE}.get(conclusion.kind, DIFFERS)
 
@@ -391,11 +394,13 @@ def _runs(labelled: list[tuple[str, str]]) -> str:
 
 def add_conclusions(subjects: Any, titles: dict[str, str]) -> Any:
     """The `subjects` frame (with verdicts) with each row's Conclusion, what deleting each method alone does, its
-    verdict phrase and its deprecations."""
+    verdict phrase and its deprecations. `titles`: what to call each probe, where the cell did not say."""
     pairs = list(zip(subjects["result"], subjects["decided"], strict=True))
-    conclusions = [conclude(r, d, titles) for r, d in pairs]
+    named = [{**titles, **dict(r.titles)} if r is not None else titles for r, _ in pairs]
+    conclusions = [conclude(r, d, t) for (r, d), t in zip(pairs, named, strict=True)]
     per_method = [
-        tuple((m, conclude_method(r, d, m, titles)) for m in (r.methods if r is not None else ())) for r, d in pairs
+        tuple((m, conclude_method(r, d, m, t)) for m in (r.methods if r is not None else ()))
+        for (r, d), t in zip(pairs, named, strict=True)
     ]
     return subjects.assign(
         conclusion=conclusions,
@@ -413,7 +418,8 @@ def summaries(subjects: Any, expected: tuple[Any, ...]) -> dict[str, Summary]:
         ran = next((r["result"].methods for r in rows if r["result"] is not None and r["result"].methods), None)
         said = [Row(r["label"], r["decided"], r["conclusion"], r["deprecations"], r["per_method"]) for r in rows]
         seen = seen_tests([(r["label"], r["result"]) for r in rows])
-        out[subject.target] = replace(summarize(ran or subject.methods, said), tests=seen)
+        summary = summarize(ran or subject.methods, said)
+        out[subject.target] = replace(summary, tests=seen, recommendation=summary.recommendation + _needing(seen))
     return out
 
 
@@ -478,6 +484,19 @@ def seen_tests(rows: list[tuple[str, SubjectResult | None]]) -> TestsSeen | None
     adds_nothing = tuple((test, other) for test in union if union[test] and (other := _covered_by(test, union)))
     every = tuple(dict.fromkeys(m for _, r in mutated for m in r.mutants))
     return TestsSeen(tuple(per_version), tuple(catches), catch_none, adds_nothing, every)
+
+
+def _needing(seen: TestsSeen | None) -> str:
+    """The recommendation's last word when the user's own tests need the override somewhere."""
+    if seen is None:
+        return ""
+    needing = [(label, columns[0]) for label, columns in seen.per_version if columns[0]]
+    if not needing:
+        return ""
+    tests = list(dict.fromkeys(plain(t) for _, needed in needing for t in needed))
+    order = [label for label, _ in seen.per_version]
+    where = versions_text([label for label, _ in needing], order)
+    return f" But your tests {', '.join(tests)} pass only with the override on {where}."
 
 
 def _caught_text(by_label: dict[str, tuple[str, ...]]) -> str:

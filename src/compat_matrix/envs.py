@@ -99,7 +99,8 @@ def run_cell(
     start = time.monotonic()
     args = install_args(spec, cell, pins)
     environment = environment_key(spec, cell, reports, pins)
-    key = fingerprint(environment, suite_key(), json.dumps(runner_request(spec, cell), sort_keys=True))
+    request = json.dumps(runner_request(spec, cell), sort_keys=True)
+    key = fingerprint(environment, suite_key(), inputs_key(spec), request)
     previous = _previous(out) if cached else None
     if previous is not None and previous.status == "ok" and previous.cache_key == key:
         result = replace(previous, reused=True)
@@ -253,6 +254,15 @@ def read_stamp(environment: Path) -> Stamp | None:
         return Stamp(str(data["key"]), frozenset(map(str, data["asked"])))
     except (ValueError, KeyError, TypeError):
         return Stamp(text.strip())  # the plain fingerprint written before stamps said what was asked for
+
+
+def inputs_key(spec: MatrixSpec) -> str:
+    """The contents of the matrix's own probe modules and of the tests its subjects name: an edit to them makes
+    earlier results stale (for `--cached`), as an edit to compat-matrix's probes does."""
+    paths = [Path(ref) for ref in spec.probes if ref.endswith(".py")]
+    paths += [Path(test.partition("::")[0]) for subject in spec.subjects for test in subject.tests]
+    keys = [tree_key(p) if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in paths if p.exists()]
+    return fingerprint(*keys)
 
 
 def suite_key() -> str:

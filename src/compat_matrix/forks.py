@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compat_matrix.results import CRASHED, OK, TIMED_OUT
+from compat_matrix.results import CRASHED, OK, TIMED_OUT, describe_exception
 
 PR_SET_PDEATHSIG = 1  # prctl(2)
 WATCHDOG_GRACE = 10.0  # seconds past the timeout before a parent kills a child the alarm did not stop
@@ -31,15 +31,18 @@ class Forked:
 
     status: str
     answer: Any = None
-    reason: str | None = None
+    reason: str | None = None  # "<where>: <what happened>"
+    where: str | None = None  # what the child said it was doing last
 
 
-def forked(work: Callable[[], Any], progress: Path, limit: float) -> Forked:
+def forked(work: Callable[[], Any], progress: Path, limit: float, starting: str = "starting") -> Forked:
     """`work()` in a child forked from this process; its answer must be JSON. The child names each call it starts
-    in `progress`; the parent kills a child whose current call has run `limit` seconds (a hang that the in-child
-    alarm cannot interrupt). A child that dies or exits without an answer is CRASHED, naming where it was."""
+    in `progress` (`starting` until then); the parent kills a child whose current call has run `limit` seconds (a
+    hang that the in-child alarm cannot interrupt). A child that dies, raises or exits without an answer is
+    CRASHED, naming where it was and, for an exception, what it was."""
+    progress.write_text(starting)
     with tempfile.TemporaryDirectory(prefix="compat-matrix-") as tmp:
-        out = Path(tmp, "answer.json")
+        out, error = Path(tmp, "answer.json"), Path(tmp, "error.txt")
         pid = os.fork()
         if pid == 0:  # the child: run, write, leave without running the parent's cleanup
             die_with_parent()
@@ -47,6 +50,8 @@ def forked(work: Callable[[], Any], progress: Path, limit: float) -> Forked:
             try:
                 out.write_text(json.dumps(work()))
                 code = 0
+            except BaseException as exc:
+                error.write_text(describe_exception(exc))
             finally:
                 sys.stdout.flush()
                 sys.stderr.flush()
@@ -54,12 +59,15 @@ def forked(work: Callable[[], Any], progress: Path, limit: float) -> Forked:
         status, killed = _wait(pid, progress, limit)
         where = progress.read_text()
         if killed:
-            return Forked(TIMED_OUT, reason=f"{where}: no answer after {limit:g}s")
+            return Forked(TIMED_OUT, reason=f"{where}: no answer after {limit:g}s", where=where)
         if os.WIFSIGNALED(status):
-            return Forked(CRASHED, reason=f"{where}: killed by {signal.Signals(os.WTERMSIG(status)).name}")
+            name = signal.Signals(os.WTERMSIG(status)).name
+            return Forked(CRASHED, reason=f"{where}: killed by {name}", where=where)
+        if error.exists():
+            return Forked(CRASHED, reason=f"{where}: {error.read_text()}", where=where)
         if os.WEXITSTATUS(status) != 0 or not out.exists():
-            return Forked(CRASHED, reason=f"{where}: exited with code {os.WEXITSTATUS(status)}")
-        return Forked(OK, json.loads(out.read_text()))
+            return Forked(CRASHED, reason=f"{where}: exited with code {os.WEXITSTATUS(status)}", where=where)
+        return Forked(OK, json.loads(out.read_text()), where=where)
 
 
 def _wait(pid: int, progress: Path, limit: float) -> tuple[int, bool]:

@@ -10,16 +10,17 @@ from __future__ import annotations
 import csv
 import html
 import io
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from compat_matrix.baseline import Change
 from compat_matrix.collect import Collected
 from compat_matrix.conclude import (
+    COULD_NOT_RUN,
     DIFFERENTLY,
     HARMFUL,
     NEEDED,
-    NOT_RUN,
     REDUNDANT,
     TEST_COLUMNS,
     UNKNOWN,
@@ -35,7 +36,7 @@ BASE_MEANING = (
     "*with override*: the class as shipped. *base implementation*: the class as if the audited methods were "
     "deleted from its source, so each resolves to the nearest class after it in its MRO that defines it."
 )
-SYMBOLS = {REDUNDANT: "=", DIFFERENTLY: "≠", NEEDED: "+", HARMFUL: "✗", UNKNOWN: "?", NOT_RUN: "!"}
+SYMBOLS = {REDUNDANT: "=", DIFFERENTLY: "≠", NEEDED: "+", HARMFUL: "✗", UNKNOWN: "?", COULD_NOT_RUN: "!"}
 LEGEND = (
     "`=` same (redundant) · `≠` behaves differently · `+` needed · `✗` harmful · `?` inconclusive · `!` could not run"
 )
@@ -68,9 +69,14 @@ class Report:
     changes: tuple[Change, ...] | None = None
 
 
+_MARKUP = re.compile(r"([\\*_\[\]~])")
+
+
 def escape(text: Any) -> str:
-    """Make any text safe inside a markdown table cell: no `|`, newline, HTML or code span can break the row."""
+    """Make any text safe inside a markdown table cell (or a line of its own): no `|`, newline, HTML or code span
+    can break the row, and no emphasis, link or strikethrough can start in it."""
     text = html.escape(str(text), quote=False).replace("`", "&#96;").replace("|", "&#124;")
+    text = _MARKUP.sub(r"\\\1", text)
     return "<br>".join(line.strip() for line in text.splitlines()) or " "
 
 
@@ -181,25 +187,28 @@ def tests_section(seen: TestsSeen) -> list[str]:
     out += [f"**Which tests notice a broken override** ({len(seen.mutants)} broken versions):", ""]
     out += [table(["test", "catches"], [list(pair) for pair in seen.catches]), ""]
     notes = [
-        f"- `{test}` catches none: it cannot tell a broken override from a working one." for test in seen.catch_none
+        f"- {escape(t)} catches none: it cannot tell a broken override from a working one." for t in seen.catch_none
     ]
-    notes += [f"- `{test}` catches nothing that `{other}` does not." for test, other in seen.adds_nothing]
+    notes += [f"- {escape(test)} catches nothing that {escape(other)} does not." for test, other in seen.adds_nothing]
     return [*out, *notes, ""] if notes else out
 
 
 def details(report: Report, subject: Subject) -> list[str]:
     frame = report.collected.observations
     observed = frame[frame["target"] == subject.target].to_dict("records")
-    differing = [o for o in observed if not o["same"]]
+    carrying = [o for o in observed if not o["same"] and o["carries"]]
+    informing = [o for o in observed if not o["same"] and not o["carries"]]
+    differing = carrying + informing  # what decides the verdict first
     equal = [o for o in observed if o["same"]]
     methods = list(dict.fromkeys(m for o in differing for m in o["base_without"]))
 
     def name(o: dict[str, Any]) -> str:
         return o["name"] if o["carries"] else f"{o['name']} (informs)"
 
-    head = [f"<details><summary><code>{html.escape(subject.target)}</code>: {len(observed)} observations, "]
-    head[0] += f"{len(differing)} differ</summary>"
-    out = [*head, ""]
+    said = f"{len(observed)} observations, {len(carrying)} differ" + (
+        f" (and {len(informing)} that only inform)" if informing else ""
+    )
+    out = [f"<details><summary><code>{html.escape(subject.target)}</code>: {said}</summary>", ""]
     if differing:
         header = ["", "probe", "observation", *COLUMNS.values(), *(f"without {m}" for m in methods)]
         rows = [

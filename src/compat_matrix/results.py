@@ -7,6 +7,7 @@ Standard library only: this module is imported inside every cell's environment. 
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 from dataclasses import dataclass, field
@@ -33,6 +34,37 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
+FAILED = "error: "  # how a probe records, in place of a value, the exception that stopped it
+
+
+def failure(exc: BaseException) -> str:
+    """The value that stands for `exc` in an observation: `error: Type: message`."""
+    return FAILED + describe_exception(exc)
+
+
+def failure_in(value: Any) -> str | None:
+    """The exception a value stands for (`Type: message`), if it is one."""
+    return value.removeprefix(FAILED) if isinstance(value, str) and value.startswith(FAILED) else None
+
+
+FLOAT_TOLERANCE = 1e-3  # relative: summaries of tensors agree when computed in another order
+
+
+def equal(a: Any, b: Any) -> bool:
+    """`a == b` for JSON values, but floats within FLOAT_TOLERANCE of each other (relative) are equal, and a
+    boolean never equals a number."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    numbers = isinstance(a, (int, float)) and isinstance(b, (int, float))
+    if numbers and (isinstance(a, float) or isinstance(b, float)):
+        return math.isclose(a, b, rel_tol=FLOAT_TOLERANCE, abs_tol=1e-9)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
 class ResultFileError(ValueError):
     """A cell result file that is missing, truncated, from another schema or not ours."""
 
@@ -54,7 +86,7 @@ class Observation:
 
     @property
     def same(self) -> bool:
-        return self.override == self.base
+        return equal(self.override, self.base)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -117,6 +149,10 @@ class SubjectResult:
     variants: tuple[str, ...] = ()  # the variants that ran: override, base, base without <method>, ...
     unprobed: tuple[str, ...] = ()  # audited methods that no probe exercises
     tests: tuple[TestOutcome, ...] = ()  # the user's tests named for this subject
+    # What the report calls each probe that ran (probe, title), and the observation it shows in the main table
+    # (probe, label, observation): known where the probes ran, which is where a matrix's own probes are imported.
+    titles: tuple[tuple[str, str], ...] = ()
+    summaries: tuple[tuple[str, str, str], ...] = ()
     mutants: tuple[str, ...] = ()  # the broken versions the tests ran against ("broken <method>: <name>")
     # Methods the subject defines that override a method of transformers: (name, overridden class, audited?)
     overrides: tuple[tuple[str, str, bool], ...] = ()
@@ -131,6 +167,8 @@ class SubjectResult:
             "variants": list(self.variants),
             "unprobed": list(self.unprobed),
             "tests": [t.to_json() for t in self.tests],
+            "titles": dict(self.titles),
+            "summaries": [list(s) for s in self.summaries],
             "mutants": list(self.mutants),
             "overrides": [{"name": n, "overrides": base, "audited": audited} for n, base, audited in self.overrides],
             "observations": [o.to_json() for o in self.observations],
@@ -147,6 +185,8 @@ class SubjectResult:
             variants=tuple(data.get("variants", ())),
             unprobed=tuple(data.get("unprobed", ())),
             tests=tuple(TestOutcome.from_json(t) for t in data.get("tests", ())),
+            titles=tuple(data.get("titles", {}).items()),
+            summaries=tuple(tuple(s) for s in data.get("summaries", ())),
             mutants=tuple(data.get("mutants", ())),
             overrides=tuple((o["name"], o["overrides"], o["audited"]) for o in data.get("overrides", ())),
             observations=tuple(Observation.from_json(o) for o in data["observations"]),
@@ -232,5 +272,5 @@ def read_cell_result(path: Path) -> CellResult:
         raise ResultFileError(f"{path}: schema {data['schema']!r}, expected {SCHEMA}")
     try:
         return CellResult.from_json(data)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ResultFileError(f"{path}: malformed cell result ({type(exc).__name__}: {exc})") from None

@@ -13,22 +13,19 @@ hangs is labelled and costs only its own result. Writes the cell result atomical
 
 from __future__ import annotations
 
-import contextlib
 import gc
+import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
 import inspect
 import json
-import logging
+import os
 import platform
-import signal
 import sys
 import tempfile
 import time
 import types
-import warnings
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -36,121 +33,31 @@ from typing import Any
 from compat_matrix import tracing, usertests, variants
 from compat_matrix.factory import Factory, load_callable, resolve_factory
 from compat_matrix.forks import WATCHDOG_GRACE, die_with_parent, forked
+from compat_matrix.observe import BUILDS_ON, DEFAULT_TIMEOUT, ProbeTimeout, call_probe
 from compat_matrix.probes import (
     ANY,
     ERROR,
-    INCONCLUSIVE,
     PREWARM,
-    REACHED,
-    WARNINGS,
     Build,
-    Inconclusive,
     Probe,
     Values,
     prepare,
     prewarm,
     probes_for,
 )
-from compat_matrix.probes.common import jsonable, stable_text
 from compat_matrix.results import (
+    CRASHED,
     OK,
     TIMED_OUT,
     CellResult,
     Observation,
     SubjectResult,
     describe_exception,
-    one_line,
     write_json_atomic,
 )
 
-BUILDS_ON = "transformers"
-DEFAULT_TIMEOUT = 300.0  # seconds per probe call, as in compat_matrix.spec
 METHOD_TYPES = (types.FunctionType, classmethod, staticmethod, property)
-
-
-class ProbeTimeout(Exception):
-    """A probe call ran past the matrix's `timeout`."""
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
-    """Raise ProbeTimeout in this (main) thread once `seconds` have passed."""
-
-    def expire(signum: int, frame: Any) -> None:
-        raise ProbeTimeout(f"probe call exceeded the timeout of {seconds:g}s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-class _Collect(logging.Handler):
-    def __init__(self, into: set[str]):
-        super().__init__(logging.WARNING)
-        self.into = into
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.into.add(f"{record.name.split('.')[0]} logger: {one_line(record.getMessage())}")
-
-
-def forget_once() -> None:
-    """Empty the caches behind transformers' `logger.warning_once` (and any other `*_once`): what one probe
-    logged first must not silence the same message in another, whichever ran first in a variant."""
-    for name in dir(logging.Logger):
-        clear = getattr(getattr(logging.Logger, name), "cache_clear", None)
-        if name.endswith("_once") and callable(clear):
-            clear()
-
-
-@contextlib.contextmanager
-def logged_warnings() -> Iterator[set[str]]:
-    """Warnings and errors logged while the block runs: transformers' own logger (`logger.warning`,
-    `warning_once`, each message as if for the first time), which does not propagate, and every logger that
-    reaches the root."""
-    forget_once()
-    into: set[str] = set()
-    handler = _Collect(into)
-    loggers = [logging.getLogger(), logging.getLogger(BUILDS_ON)]
-    for logger in loggers:
-        logger.addHandler(handler)
-    try:
-        yield into
-    finally:
-        for logger in loggers:
-            logger.removeHandler(handler)
-
-
-def call_probe(
-    probe: Probe, build: Callable[[], Any], timeout: float = DEFAULT_TIMEOUT, watched: tracing.Watched | None = None
-) -> Values:
-    """Run one probe on one variant. Exceptions and warnings (Python's and logged ones) become observations, and
-    so do the audited methods whose code ran on the subject (`reached`, of the names in `watched`). Raises
-    ProbeTimeout."""
-    with (
-        warnings.catch_warnings(record=True) as caught,
-        logged_warnings() as logged,
-        tracing.reached(watched or {}, getattr(build, "cls", None)) as seen,
-    ):
-        warnings.simplefilter("always")
-        try:
-            with time_limit(timeout):
-                values = dict(probe.func(build))
-        except ProbeTimeout:
-            raise
-        except Inconclusive as exc:
-            values = {INCONCLUSIVE: one_line(str(exc))}
-        except Exception as exc:
-            values = {ERROR: describe_exception(exc)}
-    texts = {f"{w.category.__name__}: {one_line(str(w.message))}" for w in caught} | logged
-    if texts:
-        values[WARNINGS] = sorted(stable_text(t) for t in texts)
-    if watched:
-        values[REACHED] = sorted(seen)
-    return {name: jsonable(value) for name, value in values.items()}
+IMPORTING = "importing it"  # what a child that imports a subject or a probe module is doing
 
 
 def pair(probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[Observation]:
@@ -256,7 +163,13 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     probes = probes_for(methods)
     exercised = {m for p in probes for m in p.exercises}
     unprobed = tuple(m for m in methods if m not in exercised and ANY[0] not in exercised)
-    done = replace(failed, probes=tuple(p.name for p in probes), unprobed=unprobed)
+    done = replace(
+        failed,
+        probes=tuple(p.name for p in probes),
+        unprobed=unprobed,
+        titles=tuple((p.name, p.title) for p in probes),
+        summaries=tuple((p.name, *p.summary) for p in probes if p.summary),
+    )
     runs: dict[str, dict[str, Values]] = {}
     for variant in variants.names(methods, per_method=True) if probes else []:
         # The per-method bases only say which override a difference follows: they run the probes that differed.
@@ -267,7 +180,7 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
         def work(variant: str = variant, ran: list[Probe] = ran) -> dict[str, Any]:
             return run_variant(cls, variant, methods, ran, factory, timeout, progress)
 
-        run = forked(work, progress, timeout + WATCHDOG_GRACE)
+        run = forked(work, progress, timeout + WATCHDOG_GRACE, f"making the {variant} variant")
         if run.status != OK or run.answer["timed_out"]:
             status, reason = (run.status, run.reason) if run.status != OK else (TIMED_OUT, run.answer["timed_out"])
             return replace(done, status=status, reason=reason, observations=tuple(pair(probes, runs)))
@@ -292,8 +205,9 @@ def run_isolated(ask: Ask) -> SubjectResult:
     by the subject's child; this process steps in only when that child itself stops answering."""
     with tempfile.TemporaryDirectory(prefix="compat-matrix-") as tmp:
         progress = Path(tmp, "progress")
-        progress.write_text("starting")
-        run = forked(lambda: run_subject(ask, progress).to_json(), progress, ask.timeout + 2 * WATCHDOG_GRACE)
+        run = forked(
+            lambda: run_subject(ask, progress).to_json(), progress, ask.timeout + 2 * WATCHDOG_GRACE, IMPORTING
+        )
     if run.status != OK:
         return SubjectResult(target=ask.target, methods=ask.methods, status=run.status, reason=run.reason)
     return SubjectResult.from_json(run.answer)
@@ -309,22 +223,35 @@ def installed_versions(packages: list[str]) -> dict[str, str]:
     return versions
 
 
-def load_probe_modules(refs: list[str]) -> dict[str, str]:
-    """Import the matrix's own probe modules (a .py file or a module name), which register their probes; the
-    error of each that could not be imported, by its reference."""
+def import_probe_module(ref: str) -> None:
+    """Import one of the matrix's own probe modules (a .py file or a module name); its probes register."""
+    if ref.endswith(".py"):
+        name = f"compat_matrix_probes_{Path(ref).stem}_{hashlib.sha256(ref.encode()).hexdigest()[:8]}"
+        spec = importlib.util.spec_from_file_location(name, ref)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    else:
+        importlib.import_module(ref)
+
+
+def load_probe_modules(refs: list[str], rootdir: str, timeout: float) -> dict[str, str]:
+    """Import the matrix's own probe modules; the error of each that could not be, by its name as the matrix file
+    gives it. Each is tried first in a forked child, so that one that hangs, aborts or exits at import costs only
+    itself, never the cell."""
     failed = {}
-    for ref in refs:
-        try:
-            if ref.endswith(".py"):
-                name = f"compat_matrix_probes_{Path(ref).stem}_{abs(hash(ref)):x}"
-                spec = importlib.util.spec_from_file_location(name, ref)
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[name] = module
-                spec.loader.exec_module(module)
-            else:
-                importlib.import_module(ref)
-        except (Exception, SystemExit) as exc:
-            failed[ref] = describe_exception(exc)
+    with tempfile.TemporaryDirectory(prefix="compat-matrix-") as tmp:
+        for ref in refs:
+            shown = os.path.relpath(ref, rootdir) if os.path.isabs(ref) else ref
+            trial = forked(lambda ref=ref: import_probe_module(ref), Path(tmp, "progress"), timeout, IMPORTING)
+            if trial.status != OK:
+                why = (trial.reason or "").removeprefix(f"{IMPORTING}: ")
+                failed[shown] = why if trial.status == CRASHED else f"{trial.status}: {why}"
+                continue
+            try:
+                import_probe_module(ref)
+            except (Exception, SystemExit) as exc:
+                failed[shown] = describe_exception(exc)
     return failed
 
 
@@ -334,20 +261,21 @@ def run(request: dict[str, Any]) -> CellResult:
     import torch  # noqa: F401  paid once per cell, before any subject
     import transformers  # noqa: F401
 
+    timeout, rootdir = request.get("timeout", DEFAULT_TIMEOUT), request.get("rootdir", ".")
     asks = [
         Ask(
             s["target"],
             tuple(s["methods"]),
             s.get("factory"),
             tuple(s.get("tests", ())),
-            request.get("timeout", DEFAULT_TIMEOUT),
-            request.get("rootdir", "."),
+            timeout,
+            rootdir,
             bool(request.get("mutants")),
         )
         for s in request["subjects"]
     ]
     prewarm(PREWARM + (("pytest",) if any(a.tests for a in asks) else ()))
-    unloaded = tuple(load_probe_modules(request.get("probes", [])).items())
+    unloaded = tuple(load_probe_modules(request.get("probes", []), rootdir, timeout).items())
     # Everything imported so far is permanent: the collections that transformers and accelerate run (once per
     # Trainer step), and those parsing sources triggers, then skip it, and forked children share its pages.
     gc.freeze()

@@ -536,6 +536,9 @@ def _methods(value: Any, at: Context) -> tuple[str, ...]:
     if not names or not value:
         at.problem(value, "a non-empty list of method names, or leave it out")
         return ()
+    if len(set(value)) != len(value):
+        at.problem(value, "each method once")
+        return ()
     return tuple(value)
 
 

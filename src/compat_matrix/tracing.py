@@ -61,7 +61,7 @@ def on_call(codes: tuple[types.CodeType, ...], callback: OnCall) -> Iterator[Non
 def called_on(frame: types.FrameType, owner: type | None) -> bool:
     """Whether the frame's first argument (`self`, or `cls` of a classmethod) is `owner` or an instance of it. A
     base implementation's code also runs for other objects (the wrapped model inherits it too); those calls are
-    not calls of the audited method on the subject."""
+    not calls of the audited method on the subject. `owner` None: any call counts (a staticmethod's)."""
     code = frame.f_code
     if owner is None or not code.co_argcount:
         return True
@@ -70,12 +70,15 @@ def called_on(frame: types.FrameType, owner: type | None) -> bool:
 
 
 @contextlib.contextmanager
-def reached(names: Watched, owner: type | None = None) -> Iterator[set[str]]:
-    """The names (of `names`, each with its code objects) whose code ran, on `owner` if given, during the block."""
-    seen: set[str] = set()
+def reached(names: Watched, owner: type | None = None, anyone: frozenset[str] = frozenset()) -> Iterator[set[str]]:
+    """The names (of `names`, each with its code objects) whose code ran, on `owner` if given (for the names in
+    `anyone`, a staticmethod's, on anything), during the block. A name without code to watch (a nested class, an
+    attribute) cannot be told to have run or not: it counts as reached."""
+    seen: set[str] = {name for name, codes in names.items() if not codes}
 
     def hit(name: str) -> OnCall:
-        return lambda frame: seen.add(name) if called_on(frame, owner) else None
+        who = None if name in anyone else owner
+        return lambda frame: seen.add(name) if called_on(frame, who) else None
 
     with contextlib.ExitStack() as stack:
         for name, codes in names.items():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import signal
 import types
 from pathlib import Path
@@ -22,6 +23,7 @@ from compat_matrix.forks import WATCHDOG_GRACE, Forked, forked
 from compat_matrix.results import OK, TestOutcome, one_line
 
 PASSED, FAILED, ERROR, SKIPPED, NOT_RUN = "passed", "failed", "error", "skipped", "not run"
+RUNNING = "running the test "  # in the progress file: the test a child that died or hung was running
 
 
 class TestTimeout(Exception):
@@ -50,7 +52,7 @@ class Outcomes:
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         if self.progress is not None:
-            self.progress.write_text(f"test {nodeid}")
+            self.progress.write_text(f"{RUNNING}{nodeid}")
 
     def pytest_runtest_setup(self, item: Any) -> None:
         def expire(signum: int, frame: Any) -> None:
@@ -89,11 +91,25 @@ def run_tests(
     options = ["-p", "no:cacheprovider", "-q", "--no-header", "-o", "addopts=", f"--rootdir={rootdir}"]
     options.append("--continue-on-collection-errors")  # a module that cannot be imported costs only its own tests
     arguments = [*nodeids, *options]
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
         code = pytest.main(arguments, plugins=[plugin])
-    if code == pytest.ExitCode.NO_TESTS_COLLECTED and not plugin.outcomes:
-        return {nodeid: (ERROR, "no tests collected") for nodeid in nodeids}
-    return plugin.outcomes
+    if plugin.outcomes:
+        return plugin.outcomes
+    # Nothing ran at all: a node id that does not exist, a conftest that cannot be imported, pytest.exit()
+    lines = [line.strip() for line in said.getvalue().splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith(("ERROR", "E "))]
+    why = one_line((errors or lines or [f"pytest exited with {code!r}"])[-1])
+    return dict.fromkeys(requested(nodeids, rootdir), (ERROR, why))
+
+
+def requested(nodeids: list[str], rootdir: str) -> list[str]:
+    """The node ids as pytest names them: relative to `rootdir`."""
+    named = []
+    for nodeid in nodeids:
+        path, sep, rest = nodeid.partition("::")
+        named.append(os.path.relpath(path, rootdir) + sep + rest if os.path.isabs(path) else nodeid)
+    return named
 
 
 def run_user_tests(
@@ -110,8 +126,9 @@ def run_user_tests(
             variants.apply(cls, variant, methods)
             return run_tests(tests, rootdir, timeout, progress)
 
-        run = forked(work, progress, timeout + WATCHDOG_GRACE)
-        outcomes[variant] = {k: tuple(v) for k, v in run.answer.items()} if run.status == OK else _stopped(run)
+        run = forked(work, progress, timeout + WATCHDOG_GRACE, f"collecting the tests ({variant})")
+        answer = {k: tuple(v) for k, v in run.answer.items()} if run.status == OK else _stopped(run, tests, rootdir)
+        outcomes[variant] = answer
     ids = list(dict.fromkeys(i for found in outcomes.values() for i in found if i))
     ran = tuple(v.removeprefix(mutants.PREFIX) for v in broken_versions)
     return tuple(_outcome(i, outcomes, broken_versions) for i in ids), ran
@@ -122,10 +139,13 @@ def _plain(cls: type, method: str) -> bool:
     return isinstance(vars(variants.defining_class(cls, method, after=cls)).get(method), types.FunctionType)
 
 
-def _stopped(run: Forked) -> dict[str, tuple[str, str | None]]:
-    """The test that was running when a variant's child died or hung: an error naming why (the rest: not run)."""
-    where, _, why = (run.reason or "").partition(": ")
-    return {where.removeprefix("test "): (ERROR, f"{run.status}: {why}")} if where.startswith("test ") else {}
+def _stopped(run: Forked, tests: list[str], rootdir: str) -> dict[str, tuple[str, str | None]]:
+    """When a variant's child died or hung: the test it was running is an error naming why (the rest: not run);
+    outside any test (collecting, importing), every requested test is."""
+    where, reason = run.where or "", run.reason or ""
+    if where.startswith(RUNNING):
+        return {where.removeprefix(RUNNING): (ERROR, f"{run.status}: {reason.removeprefix(where + ': ')}")}
+    return dict.fromkeys(requested(tests, rootdir), (ERROR, f"{run.status}: {reason}"))
 
 
 def _outcome(test: str, outcomes: dict[str, dict[str, tuple[str, str | None]]], broken: list[str]) -> TestOutcome:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from compat_matrix.results import OK, CellResult, Observation, SubjectResult
+from compat_matrix.results import OK, CellResult, Observation, SubjectResult, failure_in
 from compat_matrix.spec import Subject
 
 SAME = "same"
@@ -24,6 +24,7 @@ NO_PROBE = "no probe"
 NOT_RUN = "not run"
 REACHED = "reached"  # as compat_matrix.probes names them
 ERROR = "error"
+WARNINGS = "warnings"
 INCONCLUSIVE_OBSERVATION = "inconclusive"
 
 
@@ -38,6 +39,13 @@ class Verdict:
     @property
     def ran(self) -> bool:
         return self.verdict in (SAME, DIFFERS, INCONCLUSIVE, NO_PROBE)
+
+    @property
+    def following(self) -> str:
+        """` [follows m]` where the per-method bases ran (` [only with all deleted]` if none alone differs)."""
+        if not self.per_method:
+            return ""
+        return f" [follows {', '.join(self.follows)}]" if self.follows else " [only with all deleted]"
 
 
 def decide(subject: SubjectResult, cell: CellResult | None = None) -> Verdict:
@@ -83,8 +91,11 @@ def unobserved(subject: SubjectResult) -> str | None:
         if empty is not None and empty.override and empty.base:
             vacuous.append(f"{probe}: {empty.override}")
             continue
+        # Evidence: the audited method ran on the shipped side, and the probe observed something that carries
+        # (a value, or an error), not only warnings.
         reached = observations.get(REACHED)
-        ran |= set(reached.override or ()) if reached else set(subject.methods)
+        if reached and any(o.carries and o.name != WARNINGS for o in observations.values()):
+            ran |= set(reached.override or ())
     missing = [m for m in subject.methods if m not in ran]
     if not missing:
         return None
@@ -103,10 +114,7 @@ def phrase(verdict: Verdict) -> str:
         for item in verdict.differs:
             probe, _, name = item.partition(".")
             by_probe.setdefault(probe, []).append(name)
-        text = "differs: " + "; ".join(f"{p} ({', '.join(names)})" for p, names in by_probe.items())
-        if verdict.per_method:
-            text += f" [follows {_names(verdict.follows)}]" if verdict.follows else " [only with all deleted]"
-        return text
+        return "differs: " + "; ".join(f"{p} ({', '.join(n)})" for p, n in by_probe.items()) + verdict.following
     return f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict
 
 
@@ -125,6 +133,8 @@ def unmet_expectations(subjects: Any, expected: tuple[Subject, ...]) -> list[str
     by_target = {s.target: s for s in expected}
     unmet = []
     for row in subjects.to_dict("records"):
+        if not row["decided"].ran:
+            continue  # a cell or subject that could not run is its own row, and exit code 3, whatever was expected
         cell, subject = row["cell_result"], by_target[row["target"]]
         want = subject.expected(cell.resolved.get(next(iter(cell.requested), None)))
         where = f"{row['label']}: {subject.target}"
@@ -144,12 +154,10 @@ def missed(subject: SubjectResult, expected: Subject) -> list[tuple[str, str]]:
         o = observed.get(catch)
         if o is None:
             out.append((catch, "not observed"))
+        elif not o.carries:
+            out.append((catch, "only informs: it cannot make the verdict differ"))
         elif o.same:
             out.append((catch, f"both {o.override!r}"))
-        elif o.probe in base_errors or _failed(o.base):
+        elif o.probe in base_errors or failure_in(o.base) is not None:
             out.append((catch, "the base implementation errored in that probe, which proves nothing"))
     return out
-
-
-def _failed(value: object) -> bool:
-    return isinstance(value, str) and value.startswith("error: ")

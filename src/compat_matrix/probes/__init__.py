@@ -91,6 +91,10 @@ def probe(
     """Register a probe under its function's name: it exercises the named methods; the observations named in
     `carries` (default: all) decide its verdict, those in `informs` are only shown."""
 
+    for given, what in ((exercises, "exercises"), (carries, "carries"), (informs, "informs")):
+        if isinstance(given, str):
+            raise TypeError(f"probe({what}={given!r}): a tuple of names, e.g. ({given!r},)")
+
     def register(func: Callable[[Build], Values]) -> Callable[[Build], Values]:
         name = func.__name__
         if name in _REGISTRY and _REGISTRY[name].func.__module__ != func.__module__:

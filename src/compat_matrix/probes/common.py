@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
 import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from compat_matrix.results import describe_exception
+from compat_matrix.results import failure, failure_in
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _TEMPORARY = re.compile(re.escape(tempfile.gettempdir()) + r"/[\w.-]+")
@@ -46,6 +47,8 @@ def jsonable(value: Any) -> Any:
     """`value` as plain JSON: containers kept, a function by its qualified name, anything else by its repr."""
     if isinstance(value, str):
         return stable_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no NaN that equals itself
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, dict):
@@ -67,8 +70,8 @@ def attempt(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
         return call(*args, **kwargs)
     except Exception as exc:
-        return f"error: {describe_exception(exc)}"
+        return failure(exc)
 
 
 def failed(value: Any) -> bool:
-    return isinstance(value, str) and value.startswith("error: ")
+    return failure_in(value) is not None

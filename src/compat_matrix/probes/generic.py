@@ -16,7 +16,7 @@ from typing import Any
 
 from compat_matrix.probes import ANY, Build, Values, preparation, probe
 from compat_matrix.probes.common import attempt, batch, failed, jsonable
-from compat_matrix.results import describe_exception
+from compat_matrix.results import failure
 from compat_matrix.variants import defining_class
 
 DIGITS = 4  # significant digits of a float in a summary: the tolerance of value comparisons
@@ -197,19 +197,27 @@ def parse_call_sites(methods: tuple[str, ...]) -> None:
 @probe(exercises=ANY, title="transformers' calls", informs=("unused",))
 def transformers_calls(build: Build) -> Values:
     """Per audited method: every call of `.<method>(...)` in the installed transformers (outside each model's own
-    files), found by parsing its source, and the calls that what the variant calls cannot take: the keyword
-    arguments a release passes that an override's signature does not accept, before anything is run. `unused`:
-    the audited methods that nothing in transformers calls (an override of one is only called by its users)."""
+    files), found by parsing its source, and the calls that the base implementation takes but what the variant
+    calls cannot: the keyword arguments a release passes that an override's signature does not accept, before
+    anything is run (a call the base cannot take either, say `Class.method(self, …)` on another class, is not
+    the override's concern). `unused`: the audited methods nothing in transformers calls."""
     values: Values = {}
     unused = []
     for name in build.methods:
         ours = function_of(inspect.getattr_static(build.cls, name, None))
+        theirs = function_of(inspect.getattr_static(defining_class(build.cls, name, after=build.cls) or object, name))
         sites = call_sites(name)
         if not sites:
             unused.append(name)
-        if ours is None:
+        if ours is None or theirs is None:
             continue
-        rejected = sorted({f"{_shape(name, *site[1:])} at {site[0]}" for site in sites if not takes(ours, *site[1:])})
+        rejected = sorted(
+            {
+                f"{_shape(name, *site[1:])} at {site[0]}"
+                for site in sites
+                if takes(theirs, *site[1:]) and not takes(ours, *site[1:])
+            }
+        )
         values[name] = {"calls": len(sites), "cannot_take": rejected}
     values["unused"] = unused
     return values
@@ -272,7 +280,7 @@ def used(instance: Any, module: Any) -> bool | str:
         ids = batch()
         instance(input_ids=ids, labels=ids).loss.backward()
     except Exception as exc:
-        return f"error: {describe_exception(exc)}"
+        return failure(exc)
     finally:
         handle.remove()
     grads = [p.grad for p in module.parameters()]
