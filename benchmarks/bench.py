@@ -178,6 +178,7 @@ def main() -> None:
         show(f"floor: one import per cell, {LANES} lanes", f"{base:6.1f} s")
         warm = nox_matrix(MATRIX, folder / "warm")
         show("warm `nox -s matrix`", f"{warm:6.1f} s   ratio to floor {warm / base:.2f} (target <= 1.3)")
+        probe_costs(pythons[-1], default.subjects[0], show)
         cached = nox_matrix(MATRIX, folder / "warm", "--", "--cached")
         show(
             "warm `nox -s matrix -- --cached` (results reused)", f"{cached:6.1f} s   ratio to floor {cached / base:.2f}"
@@ -208,6 +209,20 @@ def main() -> None:
                 show(f"warm matrix with {count} cell(s)", f"{seconds:6.1f} s   {seconds / count:.1f} s per cell")
         since_when(folder, module, show)
     table(rows)
+
+
+def probe_costs(python: Path, subject: spec.Subject, show) -> None:
+    """What the probes of any method cost the default subject in one cell (issue: under 2 s), beside the
+    checkpointing probes, from benchmarks/probe_cost.py run in the cell's environment."""
+    environ = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    command = [str(python), str(ROOT / "benchmarks" / "probe_cost.py"), subject.target, ",".join(subject.methods)]
+    done = subprocess.run(command, env=environ, capture_output=True, text=True, check=True)
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    generic = sum(v for k, v in figures.items() if k.startswith(("probes of any method", "parse")))
+    checkpointing = sum(v for k, v in figures.items() if k.startswith("checkpointing"))
+    parts = ", ".join(f"{k} {v:.2f} s" for k, v in figures.items() if not k.startswith("checkpointing"))
+    show("probes of any method, per cell (default subject, both variants)", f"{generic:6.2f} s   ({parts}; target < 2)")
+    show("checkpointing probes, per cell (both variants), for comparison", f"{checkpointing:6.2f} s")
 
 
 def table(rows: list[tuple[str, str]]) -> None:
