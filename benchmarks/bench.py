@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from compat_matrix import cells, envs, resolve, spec  # noqa: E402
+from compat_matrix.probes import PREWARM  # noqa: E402
 
 MATRIX = ROOT / "matrix" / "char-causal-lm-checkpointing.toml"
 LANES = os.cpu_count() or 1
@@ -62,8 +63,10 @@ def cell_pythons(matrix: spec.MatrixSpec, reports: Path) -> list[Path]:
 
 
 def floor(pythons: list[Path], module: str) -> float:
-    """`import torch, transformers` and the subject's module, once per cell, in LANES parallel lanes."""
-    code = f"import torch, transformers, {module}"
+    """`import torch, transformers`, the subject's module and the parts of transformers the probes use (`Trainer`,
+    generation, the model classes the factory builds: compat_matrix.probes.PREWARM), once per cell, in LANES
+    parallel lanes: what any run of the probe suite has to import."""
+    code = f"import torch, transformers, {module}, " + ", ".join(PREWARM)
     start = time.perf_counter()
     with ThreadPoolExecutor(LANES) as lanes:
         list(lanes.map(lambda python: subprocess.run([str(python), "-c", code], check=True), pythons))
