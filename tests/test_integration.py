@@ -40,6 +40,13 @@ def test_every_broken_override_is_caught_where_expected_and_the_controls_stay_sa
                 probe, name = catch.split(".", 1)
                 (caught,) = [o for o in subject["observations"] if (o["probe"], o["name"]) == (probe, name)]
                 assert caught["override"] != caught["base"], (cell["resolved"], caught)
+        # advice per method is run, not inferred: the round trip agrees with all three deleted, not with `enable` alone
+        (advice,) = [s for s in cell["subjects"] if s["target"].endswith(":DisablesOnlyItsOwnEnable")]
+        (trip,) = [o for o in advice["observations"] if (o["probe"], o["name"]) == ("disable_round_trip", "layers_on")]
+        assert trip["override"] is trip["base"] is False and trip["base_without"]["gradient_checkpointing_enable"]
+    (advice,) = [s for s in report["subjects"] if s["target"].endswith(":DisablesOnlyItsOwnEnable")]
+    assert not any(line.startswith("`gradient_checkpointing_enable`: **redundant**") for line in advice["conclusions"])
+    assert "Delete `gradient_checkpointing_enable`" not in advice["recommendation"], advice["recommendation"]
 
 
 def test_default_matrix_rows_and_a_release_that_does_not_exist(tmp_path):

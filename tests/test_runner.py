@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
 import warnings
 
 import pytest
 
 from compat_matrix import tracing
-from compat_matrix.forks import forked
+from compat_matrix.forks import forked, forked_each
 from compat_matrix.observe import ProbeTimeout, call_probe
 from compat_matrix.probes import Inconclusive, Probe
-from compat_matrix.runner import Ask, _differing, discover_overrides, load_probe_modules, pair, run_isolated
+from compat_matrix.runner import Ask, _to_run, discover_overrides, load_probe_modules, pair, run_isolated
 
 
 class Root:
@@ -143,5 +144,43 @@ def test_pair_matches_values_by_name_and_adds_the_per_method_bases_where_they_ra
         ("first", "y", "a", "b", False, (("m", "b"),)),
         ("second", "z", True, True, True, ()),
     ]
-    assert _differing([first, second], observed) == [first]  # y differs too, but it only informs
     assert pair([first], {"override": {"first": {"x": 1}}}) == []  # a probe the base did not complete
+
+
+def test_one_method_deleted_alone_reruns_the_probes_that_differed_and_those_where_it_ran():
+    probes = [Probe(name, lambda build: {}, ("m", "n"), carries=("x",)) for name in ("a", "b", "c", "d")]
+    runs = {
+        "override": {"a": {"x": 1, "y": 1, "reached": []}, "b": {"x": 1, "y": 1, "reached": ["m"]}},
+        "base": {"a": {"x": 2, "y": 1}, "b": {"x": 1, "y": 2}},
+    }
+    runs["override"] |= {"c": {"x": 1, "reached": ["m", "n"]}, "d": {"x": 1, "y": 1, "reached": ["n"]}}
+    runs["base"] |= {"c": {"x": 1}, "d": {"x": 1, "y": 2}}  # y of b and d differs, but it only informs
+    assert _to_run("override", probes, runs) == _to_run("base", probes, runs) == probes
+    assert [p.name for p in _to_run("base without m", probes, runs)] == ["a", "b", "c"]
+    assert [p.name for p in _to_run("base without n", probes, runs)] == ["a", "c", "d"]
+    agreeing = {"override": runs["override"], "base": runs["override"]}
+    assert _to_run("base without m", probes, agreeing) == []  # nothing to pin on one method
+
+
+def test_forked_each_runs_children_at_once_and_answers_in_order(tmp_path, monkeypatch):
+    """Child 0 answers only once child 1 has started (so they overlap); child 1 names where it is, then aborts."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # as in a cell: one torch thread per child, so one child per core
+    marker, watched = tmp_path / "started", tmp_path / "progress"
+
+    def waits() -> bool:
+        deadline = time.monotonic() + 20
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return marker.exists()
+
+    def aborts() -> None:
+        marker.touch()
+        (tmp_path / "progress.1").write_text("halfway")
+        time.sleep(0.3)  # long enough for the parent to copy its progress
+        os.abort()
+
+    works = [(waits, tmp_path / "progress.0", "waiting"), (aborts, tmp_path / "progress.1", "starting")]
+    first, second = forked_each(works, watched, limit=60)
+    assert (first.status, first.answer) == ("ok", True)
+    assert second.status == "crashed" and second.reason == "halfway: killed by SIGABRT"
+    assert watched.read_text() == "halfway"  # whoever watches this process saw the child advance

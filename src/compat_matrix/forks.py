@@ -40,46 +40,88 @@ def forked(work: Callable[[], Any], progress: Path, limit: float, starting: str 
     in `progress` (`starting` until then); the parent kills a child whose current call has run `limit` seconds (a
     hang that the in-child alarm cannot interrupt). A child that dies, raises or exits without an answer is
     CRASHED, naming where it was and, for an exception, what it was."""
-    progress.write_text(starting)
+    (answer,) = forked_each([(work, progress, starting)], progress, limit)
+    return answer
+
+
+def forked_each(works: list[tuple[Callable[[], Any], Path, str]], progress: Path, limit: float) -> list[Forked]:
+    """Each work in a child of its own, as in `forked`, several at a time (`_at_once`); the answers in the works'
+    order. Each work names its calls in a progress file of its own (its `starting` text until then); this process
+    copies them into `progress`, so that whoever watches this process sees its children advance."""
+    at_once = _at_once()
+    answers: dict[int, Forked] = {}
     with tempfile.TemporaryDirectory(prefix="compat-matrix-") as tmp:
-        out, error = Path(tmp, "answer.json"), Path(tmp, "error.txt")
-        pid = os.fork()
-        if pid == 0:  # the child: run, write, leave without running the parent's cleanup
-            die_with_parent()
-            code = 1
-            try:
-                out.write_text(json.dumps(work()))
-                code = 0
-            except BaseException as exc:
-                error.write_text(describe_exception(exc))
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        status, killed = _wait(pid, progress, limit)
-        where = progress.read_text()
-        if killed:
-            return Forked(TIMED_OUT, reason=f"{where}: no answer after {limit:g}s", where=where)
-        if os.WIFSIGNALED(status):
-            name = signal.Signals(os.WTERMSIG(status)).name
-            return Forked(CRASHED, reason=f"{where}: killed by {name}", where=where)
-        if error.exists():
-            return Forked(CRASHED, reason=f"{where}: {error.read_text()}", where=where)
-        if os.WEXITSTATUS(status) != 0 or not out.exists():
-            return Forked(CRASHED, reason=f"{where}: exited with code {os.WEXITSTATUS(status)}", where=where)
-        return Forked(OK, json.loads(out.read_text()), where=where)
+        waiting, running = list(enumerate(works)), {}
+        copied = 0.0
+        while waiting or running:
+            while waiting and len(running) < at_once:
+                index, (work, own, starting) = waiting.pop(0)
+                own.write_text(starting)
+                running[index] = (_start(work, Path(tmp, str(index))), own)
+            for index, (pid, own) in list(running.items()):
+                ended = _ended(pid, own, limit)
+                if ended is not None:
+                    answers[index] = _answer(*ended, own.read_text(), Path(tmp, str(index)), limit)
+                    del running[index]
+                elif own != progress and own.stat().st_mtime > copied:
+                    copied = own.stat().st_mtime
+                    progress.write_text(own.read_text())
+            if running:
+                time.sleep(0.05)
+    return [answers[index] for index in range(len(works))]
 
 
-def _wait(pid: int, progress: Path, limit: float) -> tuple[int, bool]:
-    """Wait for the child; kill it once its current call has taken `limit` seconds. Returns (status, killed)."""
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return status, False
-        if time.time() - progress.stat().st_mtime > limit:
-            os.kill(pid, signal.SIGKILL)
-            return os.waitpid(pid, 0)[1], True
-        time.sleep(0.05)
+def _at_once() -> int:
+    """How many children may run at once: one per core for each thread a child may use (torch's threads follow
+    OMP_NUM_THREADS, which cells set to 1); one in all where that is not set, as each child may use every core."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    return max(1, cores // int(threads)) if threads.isdigit() and int(threads) > 0 else 1
+
+
+def _start(work: Callable[[], Any], folder: Path) -> int:
+    """Fork a child that runs `work` and leaves its answer (or its exception) in `folder`; returns its pid."""
+    folder.mkdir()
+    pid = os.fork()
+    if pid == 0:  # the child: run, write, leave without running the parent's cleanup
+        die_with_parent()
+        code = 1
+        try:
+            (folder / "answer.json").write_text(json.dumps(work()))
+            code = 0
+        except BaseException as exc:
+            (folder / "error.txt").write_text(describe_exception(exc))
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    return pid
+
+
+def _ended(pid: int, progress: Path, limit: float) -> tuple[int, bool] | None:
+    """(status, killed) once the child has ended, killed if its current call has taken `limit` seconds; None
+    while it runs."""
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        return status, False
+    if time.time() - progress.stat().st_mtime > limit:
+        os.kill(pid, signal.SIGKILL)
+        return os.waitpid(pid, 0)[1], True
+    return None
+
+
+def _answer(status: int, killed: bool, where: str, folder: Path, limit: float) -> Forked:
+    out, error = folder / "answer.json", folder / "error.txt"
+    if killed:
+        return Forked(TIMED_OUT, reason=f"{where}: no answer after {limit:g}s", where=where)
+    if os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        return Forked(CRASHED, reason=f"{where}: killed by {name}", where=where)
+    if error.exists():
+        return Forked(CRASHED, reason=f"{where}: {error.read_text()}", where=where)
+    if os.WEXITSTATUS(status) != 0 or not out.exists():
+        return Forked(CRASHED, reason=f"{where}: exited with code {os.WEXITSTATUS(status)}", where=where)
+    return Forked(OK, json.loads(out.read_text()), where=where)
 
 
 def die_with_parent() -> None:

@@ -4,11 +4,11 @@
 
 Imports torch, transformers and what the probes use once. Each subject then runs in a child forked from that
 process (it imports the subject, finds its overrides, chooses the probes), and each variant of the subject in a
-grandchild forked from that child: as shipped, with the audited methods deleted, and, where those differ and
-there are several audited methods, with each one deleted alone. Every variant starts from the same state, so
-nothing one variant did first (a lazy import, a warning shown once) can make another look different. An
-exception or a warning inside a probe is an observation, not a failure of the cell; a subject that crashes or
-hangs is labelled and costs only its own result. Writes the cell result atomically.
+grandchild forked from that child: as shipped and with the audited methods deleted, side by side where cores
+allow; then, where those differ and there are several audited methods, with each one deleted alone. Every
+variant starts from the same state, so nothing one variant did first (a lazy import, a warning shown once) can
+make another look different. An exception or a warning inside a probe is an observation, not a failure of the
+cell; a subject that crashes or hangs is labelled and costs only its own result. Writes the cell result atomically.
 """
 
 from __future__ import annotations
@@ -26,18 +26,21 @@ import sys
 import tempfile
 import time
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from compat_matrix import tracing, usertests, variants
 from compat_matrix.factory import Factory, load_callable, resolve_factory
-from compat_matrix.forks import WATCHDOG_GRACE, die_with_parent, forked
+from compat_matrix.forks import WATCHDOG_GRACE, die_with_parent, forked, forked_each
 from compat_matrix.observe import BUILDS_ON, DEFAULT_TIMEOUT, ProbeTimeout, call_probe
 from compat_matrix.probes import (
     ANY,
     ERROR,
     PREWARM,
+    REACHED,
     Build,
     Probe,
     Values,
@@ -171,20 +174,21 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
         summaries=tuple((p.name, *p.summary) for p in probes if p.summary),
     )
     runs: dict[str, dict[str, Values]] = {}
-    for variant in variants.names(methods, per_method=True) if probes else []:
-        # The per-method bases only say which override a difference follows: they run the probes that differed.
-        ran = probes if not variant.startswith(variants.WITHOUT) else _differing(probes, pair(probes, runs))
-        if not ran:
-            break
 
-        def work(variant: str = variant, ran: list[Probe] = ran) -> dict[str, Any]:
-            return run_variant(cls, variant, methods, ran, factory, timeout, progress)
+    def work(variant: str, ran: list[Probe], own: Path) -> tuple[Callable[[], Any], Path, str]:
+        job = partial(run_variant, cls, variant, methods, ran, factory, timeout, own)
+        return job, own, f"making the {variant} variant"
 
-        run = forked(work, progress, timeout + WATCHDOG_GRACE, f"making the {variant} variant")
-        if run.status != OK or run.answer["timed_out"]:
-            status, reason = (run.status, run.reason) if run.status != OK else (TIMED_OUT, run.answer["timed_out"])
-            return replace(done, status=status, reason=reason, observations=tuple(pair(probes, runs)))
-        runs[variant] = run.answer["values"]
+    everything = variants.names(methods, per_method=True) if probes else []
+    for batch in (everything[:2], everything[2:]):  # the per-method bases need the first two's results
+        todo = [(variant, ran) for variant in batch if (ran := _to_run(variant, probes, runs))]
+        owns = _progress_files(progress, len(todo))
+        works = [work(variant, ran, own) for (variant, ran), own in zip(todo, owns, strict=True)]
+        for (variant, _), run in zip(todo, forked_each(works, progress, timeout + WATCHDOG_GRACE), strict=True):
+            if run.status != OK or run.answer["timed_out"]:
+                status, reason = (run.status, run.reason) if run.status != OK else (TIMED_OUT, run.answer["timed_out"])
+                return replace(done, status=status, reason=reason, observations=tuple(pair(probes, runs)))
+            runs[variant] = run.answer["values"]
     broken = tuple(Observation(ref, ERROR, why, why, carries=False) for ref, why in ask.unloaded)
     done = replace(done, variants=tuple(runs), observations=broken + tuple(pair(probes, runs)))
     if not ask.tests:
@@ -193,10 +197,21 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     return replace(done, tests=tests, mutants=ran)
 
 
-def _differing(probes: list[Probe], observations: list[Observation]) -> list[Probe]:
-    """The probes with an observation that carries a verdict and differs."""
-    names = {o.probe for o in observations if o.carries and not o.same}
-    return [p for p in probes if p.name in names]
+def _progress_files(progress: Path, count: int) -> list[Path]:
+    """A progress file for each of `count` children that run at once, beside the one this process is watched by."""
+    return [progress.with_name(f"{progress.name}.{index}") for index in range(count)]
+
+
+def _to_run(variant: str, probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[Probe]:
+    """The probes a variant runs: every one as shipped and with all audited methods deleted. With one method
+    deleted alone, none if those two agree; else the probes that differed, and every other probe in which that
+    method ran on the subject as shipped. In the rest the method never ran, so that variant runs the shipped code."""
+    if not variant.startswith(variants.WITHOUT):
+        return probes
+    differed = {o.probe for o in pair(probes, runs) if o.carries and not o.same}
+    method, shipped = variant.removeprefix(variants.WITHOUT), runs[variants.OVERRIDE]
+    ran = [p for p in probes if p.name in differed or method in shipped[p.name].get(REACHED, ())]
+    return ran if differed else []
 
 
 def run_isolated(ask: Ask) -> SubjectResult:

@@ -1,4 +1,5 @@
-"""Deliberately broken overrides of the gradient checkpointing switches, one or more per probe, and two controls.
+"""Deliberately broken overrides of the gradient checkpointing switches, one or more per probe, one for the advice
+per method, and two controls.
 
 Each broken class breaks one thing the probes observe. Its base implementation (the broken method deleted) is
 `Reference`: CharacterCausalLMWrapper's forwarding overrides, made to accept every argument that any release
@@ -147,6 +148,24 @@ class BindsOwnCheckpointDropsKwargs(Reference):
         self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=gradient_checkpointing_kwargs, **kwargs)
         for layer in _layers(self.model):
             layer._gradient_checkpointing_func = partial(checkpoint, use_reentrant=False)
+
+
+class DisablesOnlyItsOwnEnable(Reference):
+    """Disable undoes only an enable of its own (a mark that its enable sets), and `get_input_embeddings` returns
+    the wrapped model's. With all three deleted, the round trip agrees with the shipped class; with only `enable`
+    deleted, the layers stay on after a disable. Advice per method must come from running that variant."""
+
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None, **kwargs):
+        super().gradient_checkpointing_enable(gradient_checkpointing_kwargs, **kwargs)
+        self.enabled_here = True
+
+    def gradient_checkpointing_disable(self):
+        if getattr(self, "enabled_here", False):
+            super().gradient_checkpointing_disable()
+            self.enabled_here = False
+
+    def get_input_embeddings(self):
+        return self.model.get_input_embeddings()
 
 
 # --- controls: correct overrides that must stay `same` ---------------------------------------------------------
