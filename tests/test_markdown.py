@@ -174,6 +174,12 @@ def test_values_are_spelled_the_same_in_markdown_and_csv():
     assert ",true," not in table and ",false," not in table
 
 
+def test_csv_text_that_a_spreadsheet_would_run_is_inert_and_numbers_stay():
+    formulas = ["=HYPERLINK(1)", "@SUM(A1)", "+1+cmd", "-2+3", "\t=1", "\r=1"]
+    assert [render.inert(text) for text in formulas] == ["'" + text for text in formulas]
+    assert [render.inert(text) for text in ("-0.5", "+3", "1e-3", "a=b", "—")] == ["-0.5", "+3", "1e-3", "a=b", "—"]
+
+
 def releases_where(enable_from: int, count: int = 8) -> tuple[MatrixSpec, list[CellResult]]:
     """A sweep whose verdict is `differs` on every release (the disable override changes a value), where the enable
     override starts to raise from release `enable_from` on."""

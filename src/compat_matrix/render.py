@@ -346,17 +346,21 @@ def csv_text(collected: Collected) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
     for o in collected.observations.to_dict("records"):
-        writer.writerow(
-            [
-                o["label"],
-                o["cell"],
-                o["target"],
-                o["probe"],
-                o["name"],
-                *map(fmt, (o["override"], o["base"], o["same"], o["carries"])),
-            ]
-        )
+        values = map(fmt, (o["override"], o["base"], o["same"], o["carries"]))
+        writer.writerow([inert(text) for text in (o["label"], o["cell"], o["target"], o["probe"], o["name"], *values)])
     return buffer.getvalue()
+
+
+def inert(text: str) -> str:
+    """`text` as a spreadsheet shows it, never runs it: text that starts like a formula (`=`, `+`, `-`, `@`, a tab
+    or a carriage return; an error message of a user's library, say) gets a leading `'`. Numbers stay numbers."""
+    if not text.startswith(("=", "+", "-", "@", "\t", "\r")):
+        return text
+    try:
+        float(text)
+        return text
+    except ValueError:
+        return "'" + text
 
 
 def truncate(markdown: str, limit: int) -> str:
