@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-from compat_matrix import tracing
+from compat_matrix import forks, tracing
 from compat_matrix.forks import forked, forked_each
 from compat_matrix.observe import ProbeTimeout, call_probe
 from compat_matrix.probes import Inconclusive, Probe
@@ -162,9 +162,16 @@ def test_one_method_deleted_alone_reruns_the_probes_that_differed_and_those_wher
     assert _to_run("base without m", probes, agreeing) == []  # nothing to pin on one method
 
 
+def test_children_at_once_are_one_per_core_with_one_torch_thread_each_and_one_in_all_without(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # as in a cell
+    assert forks._at_once() == len(os.sched_getaffinity(0))
+    monkeypatch.delenv("OMP_NUM_THREADS")  # torch may then use every core in each child
+    assert forks._at_once() == 1
+
+
 def test_forked_each_runs_children_at_once_and_answers_in_order(tmp_path, monkeypatch):
     """Child 0 answers only once child 1 has started (so they overlap); child 1 names where it is, then aborts."""
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # as in a cell: one torch thread per child, so one child per core
+    monkeypatch.setattr(forks, "_at_once", lambda: 2)
     marker, watched = tmp_path / "started", tmp_path / "progress"
 
     def waits() -> bool:
