@@ -213,6 +213,19 @@ def test_a_sweeps_glance_says_where_deleting_one_method_alone_changes_the_verdic
     assert steady.summaries["mylib:Wrapper"].glance == "differs 5.0.0 … 5.7.0"  # nothing changes: nothing more
 
 
+def test_details_show_an_observation_that_differs_only_with_one_method_deleted_alone():
+    """The round trip agrees with both deleted, not with `enable` alone: the advice for `enable` rests on that row."""
+    spec, results = releases_where(enable_from=0, count=1)
+    trip = Observation("probe_2", "layers_on", False, False, without=((ENABLE, True), (DISABLE, False)))
+    (subject,) = results[0].subjects
+    results = [replace(results[0], subjects=(replace(subject, observations=(*subject.observations, trip)),))]
+    text = render.markdown(cli.make_report(spec, results))
+    assert "3 observations, 2 differ, 1 more with one method deleted alone" in text
+    row = next(line for line in text.splitlines() if "| probe\\_2 |" in line)
+    assert row.endswith("| layers\\_on | False | False | True | False |")
+    assert "equal observations" not in text
+
+
 def test_a_long_table_gives_releases_that_read_alike_one_row():
     text = render.markdown(cli.make_report(*releases_where(enable_from=5)))
     table = text.split("At a glance: ", 1)[1].split("\n\n", 2)[1].splitlines()

@@ -7,6 +7,7 @@ import logging
 import os
 import time
 import warnings
+from collections.abc import Callable
 
 import pytest
 
@@ -162,32 +163,58 @@ def test_one_method_deleted_alone_reruns_the_probes_that_differed_and_those_wher
     assert _to_run("base without m", probes, agreeing) == []  # nothing to pin on one method
 
 
-def test_children_at_once_are_one_per_core_with_one_torch_thread_each_and_one_in_all_without(monkeypatch):
+def test_two_children_at_once_where_two_cores_are_free_for_one_torch_thread_each_and_one_without(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # as in a cell
-    assert forks._at_once() == len(os.sched_getaffinity(0))
-    monkeypatch.delenv("OMP_NUM_THREADS")  # torch may then use every core in each child
-    assert forks._at_once() == 1
+    assert forks._at_once() == min(2, len(os.sched_getaffinity(0)))
+    for unset in ("", "²", "0"):  # torch may then use every core in each child
+        monkeypatch.setenv("OMP_NUM_THREADS", unset)
+        assert forks._at_once() == 1
 
 
 def test_forked_each_runs_children_at_once_and_answers_in_order(tmp_path, monkeypatch):
-    """Child 0 answers only once child 1 has started (so they overlap); child 1 names where it is, then aborts."""
+    """Child 0 answers only once child 1 has started (so they overlap); child 1 names where it is, waits until the
+    parent has shown it to whoever watches the parent, then aborts."""
     monkeypatch.setattr(forks, "_at_once", lambda: 2)
     marker, watched = tmp_path / "started", tmp_path / "progress"
 
-    def waits() -> bool:
+    def until(done: Callable[[], bool]) -> bool:
         deadline = time.monotonic() + 20
-        while not marker.exists() and time.monotonic() < deadline:
+        while not done() and time.monotonic() < deadline:
             time.sleep(0.01)
-        return marker.exists()
+        return done()
 
     def aborts() -> None:
         marker.touch()
         (tmp_path / "progress.1").write_text("halfway")
-        time.sleep(0.3)  # long enough for the parent to copy its progress
+        until(lambda: watched.exists() and watched.read_text() == "halfway")
         os.abort()
 
-    works = [(waits, tmp_path / "progress.0", "waiting"), (aborts, tmp_path / "progress.1", "starting")]
+    works = [(lambda: until(marker.exists), tmp_path / "progress.0", "waiting"), (aborts, tmp_path / "progress.1", "")]
     first, second = forked_each(works, watched, limit=60)
     assert (first.status, first.answer) == ("ok", True)
     assert second.status == "crashed" and second.reason == "halfway: killed by SIGABRT"
-    assert watched.read_text() == "halfway"  # whoever watches this process saw the child advance
+    assert watched.read_text() == "halfway"
+
+
+def test_a_child_that_fails_stops_the_ones_after_it_and_the_ones_before_it_run_on(tmp_path, monkeypatch):
+    monkeypatch.setattr(forks, "_at_once", lambda: 2)
+    late = tmp_path / "late"
+
+    def answers_later() -> int:
+        time.sleep(1)
+        return 1
+
+    def sleeps() -> None:
+        time.sleep(60)  # killed long before: its answer would be "ok"
+
+    def aborts_soon() -> None:
+        time.sleep(0.2)
+        os.abort()
+
+    owns = [tmp_path / f"progress.{i}" for i in range(4)]
+    works = [(answers_later, owns[0], ""), (aborts_soon, owns[1], ""), (late.touch, owns[2], ""), (sleeps, owns[3], "")]
+    answers = forked_each(works, tmp_path / "progress", limit=120)
+    assert [a.status for a in answers] == ["ok", "crashed", "stopped", "stopped"]
+    assert answers[0].answer == 1 and not late.exists()  # the third never started: the second failed first
+    first, second = forked_each([(aborts_soon, owns[0], ""), (sleeps, owns[1], "")], tmp_path / "progress", 120)
+    assert (first.status, second.status) == ("crashed", "stopped")  # the sleeper was killed, not waited for

@@ -23,6 +23,8 @@ from compat_matrix.results import CRASHED, OK, TIMED_OUT, describe_exception
 
 PR_SET_PDEATHSIG = 1  # prctl(2)
 WATCHDOG_GRACE = 10.0  # seconds past the timeout before a parent kills a child the alarm did not stop
+MOST_AT_ONCE = 2  # children of one process at once: a variant beside another, and no more
+STOPPED = "stopped"  # a child stopped because one before it failed
 
 
 @dataclass(frozen=True)
@@ -45,38 +47,52 @@ def forked(work: Callable[[], Any], progress: Path, limit: float, starting: str 
 
 
 def forked_each(works: list[tuple[Callable[[], Any], Path, str]], progress: Path, limit: float) -> list[Forked]:
-    """Each work in a child of its own, as in `forked`, several at a time (`_at_once`); the answers in the works'
+    """Each work in a child of its own, as in `forked`, up to `_at_once()` at a time; the answers in the works'
     order. Each work names its calls in a progress file of its own (its `starting` text until then); this process
-    copies them into `progress`, so that whoever watches this process sees its children advance."""
+    copies them into `progress`, so that whoever watches this process sees its children advance. Once a child
+    crashes or hangs, the ones after it are stopped (killed, or never started): their answer is STOPPED. The ones
+    before it run on, so the first failure in the works' order is the one a run one at a time would meet."""
     at_once = _at_once()
     answers: dict[int, Forked] = {}
+    waiting, running = list(enumerate(works)), {}
+    shown: dict[int, str] = {}
+    cut = len(works)  # the children after this one are stopped: it failed
     with tempfile.TemporaryDirectory(prefix="compat-matrix-") as tmp:
-        waiting, running = list(enumerate(works)), {}
-        copied = 0.0
-        while waiting or running:
-            while waiting and len(running) < at_once:
-                index, (work, own, starting) = waiting.pop(0)
-                own.write_text(starting)
-                running[index] = (_start(work, Path(tmp, str(index))), own)
-            for index, (pid, own) in list(running.items()):
-                ended = _ended(pid, own, limit)
-                if ended is not None:
-                    answers[index] = _answer(*ended, own.read_text(), Path(tmp, str(index)), limit)
-                    del running[index]
-                elif own != progress and own.stat().st_mtime > copied:
-                    copied = own.stat().st_mtime
-                    progress.write_text(own.read_text())
-            if running:
-                time.sleep(0.05)
-    return [answers[index] for index in range(len(works))]
+        try:
+            while running or (waiting and waiting[0][0] < cut):
+                while waiting and waiting[0][0] < cut and len(running) < at_once:
+                    index, (work, own, starting) = waiting.pop(0)
+                    own.write_text(starting)
+                    running[index] = (_start(work, Path(tmp, str(index))), own)
+                for index, (pid, own) in list(running.items()):
+                    ended = _ended(pid, own, limit) if index < cut else _kill(pid)
+                    if ended is not None:
+                        del running[index]
+                        if index < cut:
+                            answers[index] = _answer(*ended, own.read_text(), Path(tmp, str(index)), limit)
+                            cut = index if answers[index].status != OK else cut
+                    elif own != progress and (text := own.read_text()) != shown.get(index):
+                        shown[index] = text
+                        progress.write_text(text)
+                if running:
+                    time.sleep(0.05)
+        finally:
+            for pid, _ in running.values():  # this process is being interrupted
+                _kill(pid)
+    stopped = Forked(STOPPED, reason="stopped: a child before it failed")
+    return [answers.get(index, stopped) for index in range(len(works))]
 
 
 def _at_once() -> int:
-    """How many children may run at once: one per core for each thread a child may use (torch's threads follow
-    OMP_NUM_THREADS, which cells set to 1); one in all where that is not set, as each child may use every core."""
+    """How many children may run at once: two where two cores are free for them, as each child's torch uses
+    OMP_NUM_THREADS threads (cells set 1); one where that is not set, as torch then uses every core in each child.
+    No more than two, because each cell is one of as many lanes as there are cores."""
+    try:
+        threads = int(os.environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    threads = os.environ.get("OMP_NUM_THREADS", "")
-    return max(1, cores // int(threads)) if threads.isdigit() and int(threads) > 0 else 1
+    return max(1, min(MOST_AT_ONCE, cores // threads)) if threads > 0 else 1
 
 
 def _start(work: Callable[[], Any], folder: Path) -> int:
@@ -105,9 +121,14 @@ def _ended(pid: int, progress: Path, limit: float) -> tuple[int, bool] | None:
     if done:
         return status, False
     if time.time() - progress.stat().st_mtime > limit:
-        os.kill(pid, signal.SIGKILL)
-        return os.waitpid(pid, 0)[1], True
+        return _kill(pid)
     return None
+
+
+def _kill(pid: int) -> tuple[int, bool]:
+    """Kill a child and reap it: (status, killed)."""
+    os.kill(pid, signal.SIGKILL)
+    return os.waitpid(pid, 0)[1], True
 
 
 def _answer(status: int, killed: bool, where: str, folder: Path, limit: float) -> Forked:

@@ -28,7 +28,7 @@ from compat_matrix.conclude import (
     TestsSeen,
     versions_text,
 )
-from compat_matrix.results import SCHEMA
+from compat_matrix.results import SCHEMA, equal
 from compat_matrix.spec import Subject
 
 COLUMNS = {"override": "with override", "base": "base implementation"}
@@ -197,16 +197,20 @@ def details(report: Report, subject: Subject) -> list[str]:
     frame = report.collected.observations
     observed = frame[frame["target"] == subject.target].to_dict("records")
     carrying = [o for o in observed if not o["same"] and o["carries"]]
+    # equal with every audited method deleted, not with one of them deleted alone: evidence of the advice per method
+    alone = [o for o in observed if o["same"] and o["carries"] and _differs_alone(o)]
     informing = [o for o in observed if not o["same"] and not o["carries"]]
-    differing = carrying + informing  # what decides the verdict first
-    equal = [o for o in observed if o["same"]]
+    differing = carrying + alone + informing  # what decides the verdict first
+    equal = [o for o in observed if o["same"] and o not in alone]
     methods = list(dict.fromkeys(m for o in differing for m in o["base_without"]))
 
     def name(o: dict[str, Any]) -> str:
         return o["name"] if o["carries"] else f"{o['name']} (informs)"
 
-    said = f"{len(observed)} observations, {len(carrying)} differ" + (
-        f" (and {len(informing)} that only inform)" if informing else ""
+    said = (
+        f"{len(observed)} observations, {len(carrying)} differ"
+        + (f", {len(alone)} more with one method deleted alone" if alone else "")
+        + (f" (and {len(informing)} that only inform)" if informing else "")
     )
     out = [f"<details><summary><code>{html.escape(subject.target)}</code>: {said}</summary>", ""]
     if differing:
@@ -228,6 +232,10 @@ def details(report: Report, subject: Subject) -> list[str]:
         out += [f"<details><summary>{len(equal)} equal observations</summary>", ""]
         out += [table(["", "probe", "observation", "both variants"], rows), "", "</details>", ""]
     return [*out, "</details>", ""]
+
+
+def _differs_alone(o: dict[str, Any]) -> bool:
+    return any(not equal(value, o["override"]) for value in o["base_without"].values())
 
 
 def versions_table(collected: Collected) -> str:

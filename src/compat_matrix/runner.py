@@ -34,7 +34,7 @@ from typing import Any
 
 from compat_matrix import tracing, usertests, variants
 from compat_matrix.factory import Factory, load_callable, resolve_factory
-from compat_matrix.forks import WATCHDOG_GRACE, die_with_parent, forked, forked_each
+from compat_matrix.forks import STOPPED, WATCHDOG_GRACE, Forked, die_with_parent, forked, forked_each
 from compat_matrix.observe import BUILDS_ON, DEFAULT_TIMEOUT, ProbeTimeout, call_probe
 from compat_matrix.probes import (
     ANY,
@@ -184,11 +184,14 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
         todo = [(variant, ran) for variant in batch if (ran := _to_run(variant, probes, runs))]
         owns = _progress_files(progress, len(todo))
         works = [work(variant, ran, own) for (variant, ran), own in zip(todo, owns, strict=True)]
-        for (variant, _), run in zip(todo, forked_each(works, progress, timeout + WATCHDOG_GRACE), strict=True):
-            if run.status != OK or run.answer["timed_out"]:
-                status, reason = (run.status, run.reason) if run.status != OK else (TIMED_OUT, run.answer["timed_out"])
-                return replace(done, status=status, reason=reason, observations=tuple(pair(probes, runs)))
-            runs[variant] = run.answer["values"]
+        answers = forked_each(works, progress, timeout + WATCHDOG_GRACE)
+        failures = [failure for run in answers if (failure := _failure(run))]
+        for (variant, _), run in zip(todo, answers, strict=True):
+            if run.status == OK and not run.answer["timed_out"]:
+                runs[variant] = run.answer["values"]
+        if failures:
+            status, reason = failures[0]
+            return replace(done, status=status, reason=reason, observations=tuple(pair(probes, runs)))
     broken = tuple(Observation(ref, ERROR, why, why, carries=False) for ref, why in ask.unloaded)
     done = replace(done, variants=tuple(runs), observations=broken + tuple(pair(probes, runs)))
     if not ask.tests:
@@ -197,8 +200,16 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     return replace(done, tests=tests, mutants=ran)
 
 
+def _failure(run: Forked) -> tuple[str, str] | None:
+    """(status, reason) of a variant's child that gave no values: it crashed, hung, or a probe timed out. None
+    for one that gave them, or that was only stopped because another failed."""
+    if run.status == OK:
+        return (TIMED_OUT, run.answer["timed_out"]) if run.answer["timed_out"] else None
+    return None if run.status == STOPPED else (run.status, run.reason or run.status)
+
+
 def _progress_files(progress: Path, count: int) -> list[Path]:
-    """A progress file for each of `count` children that run at once, beside the one this process is watched by."""
+    """A progress file for each of `count` children of one batch, beside the one this process is watched by."""
     return [progress.with_name(f"{progress.name}.{index}") for index in range(count)]
 
 
@@ -210,7 +221,7 @@ def _to_run(variant: str, probes: list[Probe], runs: dict[str, dict[str, Values]
         return probes
     differed = {o.probe for o in pair(probes, runs) if o.carries and not o.same}
     method, shipped = variant.removeprefix(variants.WITHOUT), runs[variants.OVERRIDE]
-    ran = [p for p in probes if p.name in differed or method in shipped[p.name].get(REACHED, ())]
+    ran = [p for p in probes if p.name in differed or method in shipped.get(p.name, {}).get(REACHED, ())]
     return ran if differed else []
 
 
