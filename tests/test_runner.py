@@ -138,29 +138,35 @@ def test_pair_matches_values_by_name_and_adds_the_per_method_bases_where_they_ra
         "override": {"first": {"x": 1, "y": "a"}, "second": {"z": True}},
         "base": {"first": {"x": 2, "y": "b"}, "second": {"z": True}},
         "base without m": {"first": {"x": 1, "y": "b"}},  # it ran only the probe that differed
+        "only m": {"second": {"z": False}},
     }
     observed = pair([first, second], runs)
-    assert [(o.probe, o.name, o.override, o.base, o.carries, o.without) for o in observed] == [
-        ("first", "x", 1, 2, True, (("m", 1),)),
-        ("first", "y", "a", "b", False, (("m", "b"),)),
-        ("second", "z", True, True, True, ()),
+    assert [(o.probe, o.name, o.override, o.base, o.carries, o.without, o.alone) for o in observed] == [
+        ("first", "x", 1, 2, True, (("m", 1),), ()),
+        ("first", "y", "a", "b", False, (("m", "b"),), ()),
+        ("second", "z", True, True, True, (), (("m", False),)),
     ]
     assert pair([first], {"override": {"first": {"x": 1}}}) == []  # a probe the base did not complete
 
 
-def test_one_method_deleted_alone_reruns_the_probes_that_differed_and_those_where_it_ran():
+def test_a_name_deleted_alone_or_kept_alone_reruns_the_probes_that_differed_and_those_where_it_ran():
+    """`base without X` runs what differed and the probes where X ran as shipped; `only X` what differed and the
+    probes where X's base implementation ran with all deleted: elsewhere each runs the code of its reference."""
     probes = [Probe(name, lambda build: {}, ("m", "n"), carries=("x",)) for name in ("a", "b", "c", "d")]
     runs = {
         "override": {"a": {"x": 1, "y": 1, "reached": []}, "b": {"x": 1, "y": 1, "reached": ["m"]}},
-        "base": {"a": {"x": 2, "y": 1}, "b": {"x": 1, "y": 2}},
+        "base": {"a": {"x": 2, "y": 1, "reached": ["n"]}, "b": {"x": 1, "y": 2, "reached": []}},
     }
     runs["override"] |= {"c": {"x": 1, "reached": ["m", "n"]}, "d": {"x": 1, "y": 1, "reached": ["n"]}}
-    runs["base"] |= {"c": {"x": 1}, "d": {"x": 1, "y": 2}}  # y of b and d differs, but it only informs
+    runs["base"] |= {"c": {"x": 1, "reached": ["m"]}, "d": {"x": 1, "y": 2, "reached": []}}  # y only informs
     assert _to_run("override", probes, runs) == _to_run("base", probes, runs) == probes
     assert [p.name for p in _to_run("base without m", probes, runs)] == ["a", "b", "c"]
     assert [p.name for p in _to_run("base without n", probes, runs)] == ["a", "c", "d"]
-    agreeing = {"override": runs["override"], "base": runs["override"]}
-    assert _to_run("base without m", probes, agreeing) == []  # nothing to pin on one method
+    assert [p.name for p in _to_run("only m", probes, runs)] == ["a", "c"]
+    assert [p.name for p in _to_run("only n", probes, runs)] == ["a"]
+    agreeing = {"override": runs["override"], "base": runs["override"]}  # the two agree: only where each ran
+    assert [p.name for p in _to_run("base without m", probes, agreeing)] == ["b", "c"]
+    assert [p.name for p in _to_run("only n", probes, agreeing)] == ["c", "d"]
 
 
 def test_two_children_at_once_where_two_cores_are_free_for_one_torch_thread_each_and_one_without(monkeypatch):

@@ -11,7 +11,7 @@ import pytest
 from compat_matrix import tracing, variants
 from compat_matrix.forks import forked
 from compat_matrix.results import OK
-from compat_matrix.variants import BASE, OVERRIDE, WITHOUT, VariantError
+from compat_matrix.variants import BASE, ONLY, OVERRIDE, WITHOUT, Variant, VariantError
 
 
 def logged(func):
@@ -160,23 +160,31 @@ def test_class_identity_isinstance_slots_and_pickling_are_those_of_the_subject(t
     assert seen == {"name": "Subject", "isinstance": True, "slots": True, "pickled": True, "overridden": False}
 
 
-def test_per_method_base_deletes_only_that_method(tmp_path):
+def test_per_name_variants_delete_only_that_name_or_all_but_it(tmp_path):
     def look(s):
         return [s.greet(), s.shout()]
 
-    assert variants.names(("greet", "shout"), per_method=True) == [OVERRIDE, BASE, WITHOUT + "greet", WITHOUT + "shout"]
+    assert variants.names(("greet", "shout"), per_method=True) == [
+        *(OVERRIDE, BASE, WITHOUT + "greet", WITHOUT + "shout", ONLY + "greet", ONLY + "shout")
+    ]
     assert variants.names(("greet",), per_method=True) == [OVERRIDE, BASE]
     assert in_child(tmp_path, WITHOUT + "greet", ("greet", "shout"), look) == ["middle>root", "logged>SUBJECT>ROOT"]
     assert in_child(tmp_path, WITHOUT + "shout", ("greet", "shout"), look) == ["subject>middle>root", "ROOT"]
+    assert in_child(tmp_path, ONLY + "greet", ("greet", "shout"), look) == ["subject>middle>root", "ROOT"]
+    assert in_child(tmp_path, ONLY + "shout", ("greet", "shout"), look) == ["middle>root", "logged>SUBJECT>ROOT"]
+    assert Variant(ONLY + "greet").reference == BASE and Variant(WITHOUT + "greet").reference == OVERRIDE
+    assert Variant(ONLY + "greet").method == Variant("broken greet: does nothing").method == "greet"
 
 
-@pytest.mark.parametrize(
-    ("methods", "message"),
-    [(("uses_greet",), "no base class of Subject defines 'uses_greet'"), (("nope",), "does not define 'nope' itself")],
-)
-def test_bad_methods_are_refused(methods, message):
-    with pytest.raises(VariantError, match=message):
-        variants.check(Subject, methods)
+def test_a_name_no_base_class_defines_is_deleted_all_the_same(tmp_path):
+    """An orphaned override (the release no longer defines what it overrode): its base variant lacks the name."""
+    assert in_child(tmp_path, OVERRIDE, ("uses_greet",), lambda s: s.uses_greet()) == "via:subject>middle>root"
+    assert in_child(tmp_path, BASE, ("uses_greet",), lambda s: hasattr(s, "uses_greet")) is False
+
+
+def test_a_name_the_subject_does_not_define_is_refused():
+    with pytest.raises(VariantError, match="does not define 'nope' itself"):
+        variants.check(Subject, ("nope",))
 
 
 def test_bodies_are_the_innermost_code_of_functions_decorators_and_descriptors():

@@ -74,8 +74,8 @@ class Observation:
     """One named value a probe observed, for both variants of a subject.
 
     `carries`: whether the value decides the verdict (the probe says which of its observations do; `reached` and
-    `inconclusive` never do). `without`: (method, value) with only that audited method deleted, when those
-    variants ran."""
+    `inconclusive` never do). `without`: (name, value) with only that audited name deleted, the rest as shipped;
+    `alone`: (name, value) with only that name kept, the rest deleted; where those variants ran."""
 
     probe: str
     name: str
@@ -83,6 +83,7 @@ class Observation:
     base: Any
     carries: bool = True
     without: tuple[tuple[str, Any], ...] = ()
+    alone: tuple[tuple[str, Any], ...] = ()
 
     @property
     def same(self) -> bool:
@@ -96,12 +97,15 @@ class Observation:
             "base": self.base,
             "carries": self.carries,
             "base_without": dict(self.without),
+            "kept_alone": dict(self.alone),
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Observation:
         without = tuple(data.get("base_without", {}).items())
-        return cls(data["probe"], data["name"], data["override"], data["base"], data.get("carries", True), without)
+        alone = tuple(data.get("kept_alone", {}).items())
+        carries = data.get("carries", True)
+        return cls(data["probe"], data["name"], data["override"], data["base"], carries, without, alone)
 
 
 @dataclass(frozen=True)

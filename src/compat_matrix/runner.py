@@ -65,19 +65,22 @@ IMPORTING = "importing it"  # what a child that imports a subject or a probe mod
 
 def pair(probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[Observation]:
     """Observations of every probe that both variants completed, matched by name; a name a variant lacks reads
-    None there. The per-method bases (variants beyond the first two) add their values where they ran the probe."""
+    None there. The per-name variants (beyond the first two) add their values where they ran the probe."""
     observations = []
     for probe in probes:
         if not all(probe.name in runs.get(v, {}) for v in (variants.OVERRIDE, variants.BASE)):
             continue
         by_variant = {variant: values[probe.name] for variant, values in runs.items() if probe.name in values}
         names = list(dict.fromkeys(name for values in by_variant.values() for name in values))
-        for name in names:
-            without = tuple(
-                (variant.removeprefix(variants.WITHOUT), values.get(name))
+
+        def per_name(prefix: str, name: str) -> tuple[tuple[str, Any], ...]:
+            return tuple(
+                (variant.removeprefix(prefix), values.get(name))
                 for variant, values in by_variant.items()
-                if variant.startswith(variants.WITHOUT)
+                if variant.startswith(prefix)
             )
+
+        for name in names:
             observations.append(
                 Observation(
                     probe.name,
@@ -85,7 +88,8 @@ def pair(probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[Observ
                     by_variant[variants.OVERRIDE].get(name),
                     by_variant[variants.BASE].get(name),
                     probe.carrying(name),
-                    without,
+                    per_name(variants.WITHOUT, name),
+                    per_name(variants.ONLY, name),
                 )
             )
     return observations
@@ -115,7 +119,9 @@ def run_variant(
 ) -> dict[str, Any]:
     """In a variant's own child: make the subject class that variant, then every probe on fresh instances."""
     variants.apply(cls, variant, methods)
-    watched = {name: tracing.bodies(inspect.getattr_static(cls, name)) for name in methods}
+    # A name the variant no longer has (deleted, and no base defines it) never runs.
+    present = {name: inspect.getattr_static(cls, name) for name in methods if hasattr(cls, name)}
+    watched = {name: tracing.bodies(attribute) for name, attribute in present.items()}
     build = Build(factory, cls, methods)
     values: dict[str, Values] = {}
     for probe in probes:
@@ -180,7 +186,7 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
         return job, own, f"making the {variant} variant"
 
     everything = variants.names(methods, per_method=True) if probes else []
-    for batch in (everything[:2], everything[2:]):  # the per-method bases need the first two's results
+    for batch in (everything[:2], everything[2:]):  # the per-name variants need the first two's results
         todo = [(variant, ran) for variant in batch if (ran := _to_run(variant, probes, runs))]
         owns = _progress_files(progress, len(todo))
         works = [work(variant, ran, own) for (variant, ran), own in zip(todo, owns, strict=True)]
@@ -214,15 +220,16 @@ def _progress_files(progress: Path, count: int) -> list[Path]:
 
 
 def _to_run(variant: str, probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[Probe]:
-    """The probes a variant runs: every one as shipped and with all audited methods deleted. With one method
-    deleted alone, none if those two agree; else the probes that differed, and every other probe in which that
-    method ran on the subject as shipped. In the rest the method never ran, so that variant runs the shipped code."""
-    if not variant.startswith(variants.WITHOUT):
+    """The probes a variant runs: every one as shipped and with all audited names deleted. A per-name variant runs
+    the same code as the variant it is compared with up to the first call of that name, so it runs the probes in
+    which that name ran there (`base without X`: X as shipped; `only X`: X's base implementation with all
+    deleted), and those that differed between the first two (probes that inspect the class without calling it)."""
+    chosen = variants.Variant(variant)
+    if chosen.method is None:
         return probes
     differed = {o.probe for o in pair(probes, runs) if o.carries and not o.same}
-    method, shipped = variant.removeprefix(variants.WITHOUT), runs[variants.OVERRIDE]
-    ran = [p for p in probes if p.name in differed or method in shipped.get(p.name, {}).get(REACHED, ())]
-    return ran if differed else []
+    reference = runs[chosen.reference]
+    return [p for p in probes if p.name in differed or chosen.method in reference.get(p.name, {}).get(REACHED, ())]
 
 
 def run_isolated(ask: Ask) -> SubjectResult:

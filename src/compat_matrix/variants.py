@@ -1,4 +1,4 @@
-"""The variants of a subject class: as shipped, as if the audited methods were deleted, or one of them.
+"""The variants of a subject class: as shipped, as if the audited names were deleted, or some of them.
 
 Standard library only; runs inside each cell's environment.
 
@@ -6,22 +6,68 @@ A broken version of an audited method (a mutant, see compat_matrix.mutants) is a
 
 Every variant runs in its own child process, forked after the imports, so the most literal "as if deleted from
 its source" is to delete the names from the subject class itself in that child: each then resolves, through the
-unchanged bases, to the nearest class after the subject in its MRO that defines it. Nothing else about the
-class changes: its name, its other methods (zero-argument `super()` included), `isinstance`, pickling,
-`__slots__`, and library code that checks whether a method is overridden all see exactly that class.
+unchanged bases, to the nearest class after the subject in its MRO that defines it (or to nothing, where no base
+defines it any more: the override is orphaned). Nothing else about the class changes: its name, its other methods
+(zero-argument `super()` included), `isinstance`, pickling, `__slots__`, and library code that checks whether a
+method is overridden all see exactly that class.
+
+With several audited names, each name X is judged in two contexts: "X deleted, the rest as shipped" against the
+class as shipped (`WITHOUT` X), and "X kept, the rest deleted" (`ONLY` X) against the class with all of them
+deleted. The second is what tells a needed override from one whose effect another, crashing, override hides.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from compat_matrix import mutants
 
 OVERRIDE = "override"
 BASE = "base"
-WITHOUT = "base without "  # + a method name: that one deleted, the other audited methods kept
+WITHOUT = "base without "  # + a name: that one deleted, the other audited names kept
+ONLY = "only "  # + a name: that one kept, the other audited names deleted
 
 
 class VariantError(ValueError):
-    """An audited method that the subject does not define, or that no base class would provide."""
+    """An audited name that the subject does not define itself: there is nothing to delete."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way to run the subject class, by the name the results use for it (`override`, `base`,
+    `base without X`, `only X`, `broken X: mutant`)."""
+
+    name: str
+
+    @property
+    def method(self) -> str | None:
+        """The audited name a per-name or broken variant is about."""
+        for prefix in (WITHOUT, ONLY):
+            if self.name.startswith(prefix):
+                return self.name.removeprefix(prefix)
+        return mutants.parse(self.name)[0] if self.broken else None
+
+    @property
+    def broken(self) -> bool:
+        return self.name.startswith(mutants.PREFIX)
+
+    @property
+    def reference(self) -> str:
+        """The variant this one is compared with: the class as shipped for `base` and `base without X`, the class
+        with every audited name deleted for `only X`."""
+        return BASE if self.name.startswith(ONLY) else OVERRIDE
+
+    def deleted(self, methods: tuple[str, ...]) -> tuple[str, ...]:
+        """The audited names this variant deletes from the subject class."""
+        if self.name == OVERRIDE or self.broken:
+            return ()
+        if self.name == BASE:
+            return methods
+        if self.name.startswith(WITHOUT):
+            return (self.method,)
+        if self.name.startswith(ONLY):
+            return tuple(m for m in methods if m != self.method)
+        raise VariantError(f"unknown variant {self.name!r}")
 
 
 def defining_class(cls: type, name: str, after: type | None = None) -> type | None:
@@ -32,41 +78,34 @@ def defining_class(cls: type, name: str, after: type | None = None) -> type | No
 
 
 def check(cls: type, methods: tuple[str, ...]) -> None:
-    """Raise VariantError unless every audited name is defined by `cls` itself and by some class after it."""
+    """Raise VariantError unless every audited name is defined by `cls` itself."""
     for name in methods:
         if name not in vars(cls):
             raise VariantError(f"{cls.__qualname__} does not define {name!r} itself; nothing to delete")
-        if defining_class(cls, name, after=cls) is None:
-            raise VariantError(f"no base class of {cls.__qualname__} defines {name!r}; deleting it leaves nothing")
 
 
 def names(methods: tuple[str, ...], per_method: bool = False) -> list[str]:
-    """The variants to run: as shipped and with every audited method deleted; with `per_method` (and more than
-    one method), also one per method with only that one deleted."""
-    single = [WITHOUT + m for m in methods] if per_method and len(methods) > 1 else []
-    return [OVERRIDE, BASE, *single]
+    """The variants to run: as shipped and with every audited name deleted; with `per_method` (and more than one
+    name), also, per name, the variant without it alone and the variant with it alone."""
+    if not per_method or len(methods) < 2:
+        return [OVERRIDE, BASE]
+    return [OVERRIDE, BASE, *(WITHOUT + m for m in methods), *(ONLY + m for m in methods)]
 
 
 def deleted(variant: str, methods: tuple[str, ...]) -> tuple[str, ...]:
-    """The audited names that `variant` deletes from the subject class."""
-    if variant == OVERRIDE:
-        return ()
-    if variant == BASE:
-        return methods
-    if variant.startswith(WITHOUT):
-        return (variant.removeprefix(WITHOUT),)
-    raise VariantError(f"unknown variant {variant!r}")
+    return Variant(variant).deleted(methods)
 
 
 def apply(cls: type, variant: str, methods: tuple[str, ...]) -> type:
     """Turn `cls` into `variant`, in place: delete names, or put a broken version (a mutant) of one in its place.
     Only ever called in a child process that owns its copy of the class."""
     check(cls, methods)
-    if variant.startswith(mutants.PREFIX):
+    chosen = Variant(variant)
+    if chosen.broken:
         method, name = mutants.parse(variant)
         base = vars(defining_class(cls, method, after=cls))[method]
         setattr(cls, method, mutants.for_method(method)[name](base))
         return cls
-    for name in deleted(variant, methods):
+    for name in chosen.deleted(methods):
         delattr(cls, name)
     return cls
