@@ -72,14 +72,6 @@ def pair(probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[Observ
             continue
         by_variant = {variant: values[probe.name] for variant, values in runs.items() if probe.name in values}
         names = list(dict.fromkeys(name for values in by_variant.values() for name in values))
-
-        def per_name(prefix: str, name: str) -> tuple[tuple[str, Any], ...]:
-            return tuple(
-                (variant.removeprefix(prefix), values.get(name))
-                for variant, values in by_variant.items()
-                if variant.startswith(prefix)
-            )
-
         for name in names:
             observations.append(
                 Observation(
@@ -88,11 +80,16 @@ def pair(probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[Observ
                     by_variant[variants.OVERRIDE].get(name),
                     by_variant[variants.BASE].get(name),
                     probe.carrying(name),
-                    per_name(variants.WITHOUT, name),
-                    per_name(variants.ONLY, name),
+                    _per_name(by_variant, variants.WITHOUT, name),
+                    _per_name(by_variant, variants.ONLY, name),
                 )
             )
     return observations
+
+
+def _per_name(by_variant: dict[str, Values], prefix: str, name: str) -> tuple[tuple[str, Any], ...]:
+    """(audited name, value of observation `name`) from each per-name variant of one kind that ran the probe."""
+    return tuple((v.removeprefix(prefix), values.get(name)) for v, values in by_variant.items() if v.startswith(prefix))
 
 
 def discover_overrides(cls: type, package: str = BUILDS_ON) -> list[tuple[str, str]]:
