@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from compat_matrix.probes import ANY, probes_for, registry
+from compat_matrix.probes import ANY, CONFIG, MODEL, OTHER, TRAINER, probes_for, registry
 from compat_matrix.probes.generic import calls_near, signature_gap, takes
 from conftest import ROOT, catches
 
@@ -35,14 +35,18 @@ def test_every_probe_has_a_broken_override_it_must_catch():
     assert readme_probes() == caught_by
 
 
-def test_probes_for_selects_by_audited_method_and_probes_of_any_method_come_last():
-    generic = [p.name for p in registry().values() if p.exercises == ANY]
-    assert len(generic) == 8
+def test_probes_for_selects_by_kind_and_audited_method_and_probes_of_any_method_come_last():
+    models = {name: p for name, p in registry().items() if MODEL in p.kinds}
+    generic = [p.name for p in models.values() if p.exercises == ANY]
+    assert len(generic) == 9
     names = [p.name for p in probes_for(("gradient_checkpointing_disable",))]
     assert names == ["disable_round_trip", "enable_sequence", "entry_points", *generic]
-    assert len(probes_for(("gradient_checkpointing_enable",))) == len(registry())
+    assert len(probes_for(("gradient_checkpointing_enable",))) == len(models)
     assert [p.name for p in probes_for(("forward",))] == generic
     assert probes_for(()) == []
+    trainers = [p.name for p in probes_for(("compute_loss",), TRAINER)]
+    assert trainers == ["trainer_train", "trainer_evaluate", "trainer_predict", "trainer_save_model"]
+    assert probes_for(("anything",), CONFIG) == probes_for(("anything",), OTHER) == []
 
 
 MODULE = '''

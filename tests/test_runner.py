@@ -19,13 +19,16 @@ from compat_matrix.runner import Ask, _to_run, discover_overrides, load_probe_mo
 
 
 class Root:
+    base_model_prefix = "root"
+
     def greet(self):
         return "root"
 
 
-def test_discover_overrides_lists_methods_over_the_base_package():
+def test_discover_overrides_lists_methods_and_attributes_over_the_base_package():
     class Wrapper(Root):
-        config_class = object  # an attribute, not a method
+        config_class = object  # an attribute nothing in the package defines
+        base_model_prefix = "wrapper"  # an attribute of the package's class
 
         def greet(self):  # overrides Root.greet
             return "w"
@@ -42,7 +45,11 @@ def test_discover_overrides_lists_methods_over_the_base_package():
         found = discover_overrides(Wrapper, package=__name__.split(".")[0])
     finally:
         del Root.gradient_checkpointing_disable
-    assert found == [("greet", f"{__name__}.Root"), ("gradient_checkpointing_disable", f"{__name__}.Root")]
+    assert found == [
+        ("base_model_prefix", f"{__name__}.Root", "attribute"),
+        ("greet", f"{__name__}.Root", "method"),
+        ("gradient_checkpointing_disable", f"{__name__}.Root", "method"),
+    ]
 
 
 def test_a_probe_call_past_the_timeout_raises_probe_timeout():

@@ -24,6 +24,7 @@ def logged(func):
 
 class Root:
     __slots__ = ()
+    limit = 1
 
     class Options:
         level = "root"
@@ -61,6 +62,7 @@ class Subject(Middle):
     """A subject whose methods use zero-argument super(), one of them through a functools.wraps decorator."""
 
     __slots__ = ("payload",)
+    limit = 2
 
     class Options:
         level = "subject"
@@ -203,13 +205,30 @@ def test_reached_names_the_methods_whose_code_ran():
     assert seen == {"greet", "loud"}
 
 
-def test_reached_counts_a_staticmethod_called_anywhere_and_a_nested_class_always():
-    watched = {name: tracing.bodies(vars(Subject)[name]) for name in ("version", "Options", "greet")}
+def test_reached_counts_a_staticmethod_called_anywhere_and_an_attribute_read_on_the_subject():
+    watched = {name: tracing.bodies(vars(Subject)[name]) for name in ("version", "Options", "greet", "limit")}
     static = frozenset({"version"})
     with tracing.reached(watched, Subject, static) as seen:
         Subject.version()
-    assert seen == {"version", "Options"}  # greet never ran; the nested class cannot be watched, so it counts
+    assert seen == {"version"}  # greet never ran, nothing read Options or limit
+    with tracing.reached(watched, Subject, static) as seen:
+        assert Subject().limit == 2 and Subject.Options.level == "subject" and Middle.limit == 1
+    assert seen == {"Options", "limit"}
+    assert vars(Subject)["limit"] == 2 and vars(Subject)["Options"].level == "subject"  # put back as they were
     uses = {"uses_greet": tracing.bodies(vars(Subject)["uses_greet"])}
     with tracing.reached(uses, Subject) as seen:
         Subject.uses_greet(Middle())  # the watched code, but not on a Subject: the wrapped model's, say
     assert seen == set()
+
+
+def test_a_deleted_attribute_is_watched_where_the_subject_reads_it_from(tmp_path):
+    """In the base variant, `limit` comes from Root: its reads on the subject count, those on Root itself do not."""
+
+    def look(s):
+        with tracing.reached({"limit": ()}, Subject) as seen:
+            assert Root.limit == 1
+            first = set(seen)
+            assert s.limit == 1
+        return [sorted(first), sorted(seen), vars(Root)["limit"]]
+
+    assert in_child(tmp_path, BASE, ("limit",), look) == [[], ["limit"], 1]

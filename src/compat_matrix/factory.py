@@ -42,12 +42,49 @@ def tiny_causal_lm(cls: type | None = None) -> Any:
     return (cls or LlamaForCausalLM)(tiny_config())
 
 
-def default_factory(cls: type) -> Any:
-    """A class whose config is a LlamaConfig (LlamaForCausalLM and its subclasses): built from a tiny one. Any
-    other class is built like CharacterCausalLMWrapper: its own config class plus `model=` a tiny causal LM."""
+def tiny_dataset() -> list[dict[str, Any]]:
+    """Four rows of eight token ids, each its own labels: enough for two training steps of two."""
     import torch
-    from transformers import LlamaConfig
 
+    generator = torch.Generator().manual_seed(SEED + 2)
+    return [{"input_ids": ids, "labels": ids} for ids in torch.randint(1, 60, (4, 8), generator=generator)]
+
+
+def tiny_trainer(cls: type) -> Any:
+    """A `Trainer` subclass with a tiny causal LM, a tiny dataset for training and evaluation, and arguments for
+    two logged steps on the CPU that save nothing, writing into a temporary folder of its own."""
+    import tempfile
+
+    from transformers import TrainingArguments
+
+    args = TrainingArguments(
+        output_dir=tempfile.mkdtemp(prefix="compat-matrix-trainer-"),
+        max_steps=2,
+        per_device_train_batch_size=2,
+        per_device_eval_batch_size=2,
+        logging_strategy="steps",
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        dataloader_pin_memory=False,
+        remove_unused_columns=False,
+        seed=SEED,
+    )
+    data = tiny_dataset()
+    return cls(model=tiny_causal_lm(), args=args, train_dataset=data, eval_dataset=data)
+
+
+def default_factory(cls: type) -> Any:
+    """A `Trainer` subclass: with a tiny causal LM and dataset (`tiny_trainer`). A class whose config is a
+    LlamaConfig (LlamaForCausalLM and its subclasses): built from a tiny one. Any other class is built like
+    CharacterCausalLMWrapper: its own config class plus `model=` a tiny causal LM."""
+    import torch
+    from transformers import LlamaConfig, Trainer
+
+    if issubclass(cls, Trainer):
+        return tiny_trainer(cls)
     if issubclass(getattr(cls, "config_class", object), LlamaConfig):
         return tiny_causal_lm(cls)
     config = cls.config_class()

@@ -155,7 +155,7 @@ def subject_section(report: Report, subject: Subject) -> list[str]:
     if summary.tests is not None:
         out += tests_section(summary.tests)
     if ran and ran.overrides:
-        listed = ", ".join(f"`{n}` ({'audited' if audited else 'not audited'})" for n, _, audited in ran.overrides)
+        listed = ", ".join(f"`{o.name}` ({'audited' if o.audited else 'not audited'})" for o in ran.overrides)
         out += [f"Overrides of transformers methods: {listed}.", ""]
     return out
 
@@ -327,7 +327,7 @@ def subject_json(row: dict[str, Any]) -> dict[str, Any]:
         "probes": list(ran.probes) if ran else [],
         "variants": list(ran.variants) if ran else [],
         "unprobed": list(ran.unprobed) if ran else [],
-        "overrides": [{"name": n, "overrides": base, "audited": a} for n, base, a in ran.overrides] if ran else [],
+        "overrides": [o.to_json() for o in ran.overrides] if ran else [],
         "observations": [o.to_json() for o in ran.observations] if ran else [],
         "tests": [t.to_json() for t in ran.tests] if ran else [],
         "mutants": list(ran.mutants) if ran else [],

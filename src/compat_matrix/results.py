@@ -136,6 +136,26 @@ class TestOutcome:
         return cls(data["id"], data["override"], data["base"], tuple(data.get("catches", ())), failures)
 
 
+METHOD, ATTRIBUTE = "method", "attribute"  # what an audited name is
+
+
+@dataclass(frozen=True)
+class Override:
+    """A name the subject defines itself that a class of transformers after it in the MRO also defines."""
+
+    name: str
+    overrides: str  # `module.Class` of that class
+    audited: bool
+    kind: str = METHOD  # METHOD (functions, classmethods, staticmethods, properties) or ATTRIBUTE
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "overrides": self.overrides, "audited": self.audited, "kind": self.kind}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Override:
+        return cls(data["name"], data["overrides"], data["audited"], data.get("kind", METHOD))
+
+
 @dataclass(frozen=True)
 class SubjectResult:
     """What the probes saw for one subject class in one cell.
@@ -158,8 +178,9 @@ class SubjectResult:
     titles: tuple[tuple[str, str], ...] = ()
     summaries: tuple[tuple[str, str, str], ...] = ()
     mutants: tuple[str, ...] = ()  # the broken versions the tests ran against ("broken <method>: <name>")
-    # Methods the subject defines that override a method of transformers: (name, overridden class, audited?)
-    overrides: tuple[tuple[str, str, bool], ...] = ()
+    overrides: tuple[Override, ...] = ()  # what the subject defines that overrides a name of transformers
+    orphaned: tuple[tuple[str, str], ...] = ()  # (audited name, why the release gives it nothing to override)
+    kind: str | None = None  # what the subject is: a model, a trainer, a config, another class (compat_matrix.kinds)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -174,7 +195,9 @@ class SubjectResult:
             "titles": dict(self.titles),
             "summaries": [list(s) for s in self.summaries],
             "mutants": list(self.mutants),
-            "overrides": [{"name": n, "overrides": base, "audited": audited} for n, base, audited in self.overrides],
+            "overrides": [o.to_json() for o in self.overrides],
+            "orphaned": dict(self.orphaned),
+            "kind": self.kind,
             "observations": [o.to_json() for o in self.observations],
         }
 
@@ -192,7 +215,9 @@ class SubjectResult:
             titles=tuple(data.get("titles", {}).items()),
             summaries=tuple(tuple(s) for s in data.get("summaries", ())),
             mutants=tuple(data.get("mutants", ())),
-            overrides=tuple((o["name"], o["overrides"], o["audited"]) for o in data.get("overrides", ())),
+            overrides=tuple(Override.from_json(o) for o in data.get("overrides", ())),
+            orphaned=tuple(data.get("orphaned", {}).items()),
+            kind=data.get("kind"),
             observations=tuple(Observation.from_json(o) for o in data["observations"]),
         )
 

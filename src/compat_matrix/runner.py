@@ -47,13 +47,18 @@ from compat_matrix.probes import (
     prepare,
     prewarm,
     probes_for,
+    subject_kind,
 )
+from compat_matrix.probes.generic import orphaned
 from compat_matrix.results import (
+    ATTRIBUTE,
     CRASHED,
+    METHOD,
     OK,
     TIMED_OUT,
     CellResult,
     Observation,
+    Override,
     SubjectResult,
     describe_exception,
     write_json_atomic,
@@ -72,6 +77,8 @@ def pair(probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[Observ
             continue
         by_variant = {variant: values[probe.name] for variant, values in runs.items() if probe.name in values}
         names = list(dict.fromkeys(name for values in by_variant.values() for name in values))
+        if set(names) <= {REACHED}:
+            continue  # nothing to look at for this subject (no setter to call, say): no observation at all
         for name in names:
             observations.append(
                 Observation(
@@ -92,16 +99,17 @@ def _per_name(by_variant: dict[str, Values], prefix: str, name: str) -> tuple[tu
     return tuple((v.removeprefix(prefix), values.get(name)) for v, values in by_variant.items() if v.startswith(prefix))
 
 
-def discover_overrides(cls: type, package: str = BUILDS_ON) -> list[tuple[str, str]]:
-    """Every method `cls` defines itself that a class of `package` after it in the MRO also defines, with that
-    class. Dunder methods (`__init__`) are construction, not behaviour."""
+def discover_overrides(cls: type, package: str = BUILDS_ON) -> list[tuple[str, str, str]]:
+    """Every name `cls` defines itself that a class of `package` after it in the MRO also defines: (name, that
+    class, METHOD or ATTRIBUTE). Dunder names (`__init__`) are construction, not behaviour."""
     found = []
     for name, value in vars(cls).items():
-        if name.startswith("__") or not isinstance(value, METHOD_TYPES):
+        if name.startswith("__"):
             continue
         origin = next((k for k in cls.__mro__[1:] if name in vars(k) and k.__module__.split(".")[0] == package), None)
         if origin is not None:
-            found.append((name, f"{origin.__module__}.{origin.__qualname__}"))
+            kind = METHOD if isinstance(value, METHOD_TYPES) else ATTRIBUTE
+            found.append((name, f"{origin.__module__}.{origin.__qualname__}", kind))
     return found
 
 
@@ -113,13 +121,14 @@ def run_variant(
     factory: Factory,
     timeout: float,
     progress: Path,
+    inputs: Callable[[Any], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """In a variant's own child: make the subject class that variant, then every probe on fresh instances."""
     variants.apply(cls, variant, methods)
     # A name the variant no longer has (deleted, and no base defines it) never runs.
     present = {name: inspect.getattr_static(cls, name) for name in methods if hasattr(cls, name)}
     watched = {name: tracing.bodies(attribute) for name, attribute in present.items()}
-    build = Build(factory, cls, methods)
+    build = Build(factory, cls, methods, inputs)
     values: dict[str, Values] = {}
     for probe in probes:
         progress.write_text(f"{probe.name} ({variant})")
@@ -138,6 +147,7 @@ class Ask:
     methods: tuple[str, ...] = ()
     factory: str | None = None
     tests: tuple[str, ...] = ()  # the user's pytest node ids or paths, absolute
+    inputs: str | None = None  # `module:callable` that gives a forward pass's keyword arguments for an instance
     timeout: float = DEFAULT_TIMEOUT
     rootdir: str = "."  # node ids of the user's tests are relative to it (the matrix file's folder)
     mutants: bool = False  # also run the tests against broken versions of the audited methods
@@ -153,12 +163,13 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     try:
         cls = load_callable(ask.target)
         factory = resolve_factory(ask.factory)
+        inputs = load_callable(ask.inputs) if ask.inputs else None
     except Exception as exc:
         return replace(failed, status="import-failed", reason=describe_exception(exc))
     discovered = discover_overrides(cls)
-    methods = methods or tuple(name for name, _ in discovered)  # none in the matrix file: every override
-    overrides = tuple((name, origin, name in methods) for name, origin in discovered)
-    failed = replace(failed, methods=methods, overrides=overrides)
+    methods = methods or tuple(name for name, _, _ in discovered)  # none in the matrix file: every override
+    overrides = tuple(Override(name, origin, name in methods, kind) for name, origin, kind in discovered)
+    failed = replace(failed, methods=methods, overrides=overrides, kind=subject_kind(cls))
     try:
         variants.check(cls, methods)
     except variants.VariantError as exc:
@@ -166,7 +177,9 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     gc.freeze()  # the subject's imports too, before its variants are forked
     prepare(methods)
     gc.freeze()
-    probes = probes_for(methods)
+    orphans = tuple((name, why) for name in methods if (why := orphaned(cls, name)))
+    failed = replace(failed, orphaned=orphans)
+    probes = probes_for(methods, failed.kind)
     exercised = {m for p in probes for m in p.exercises}
     unprobed = tuple(m for m in methods if m not in exercised and ANY[0] not in exercised)
     done = replace(
@@ -179,7 +192,7 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     runs: dict[str, dict[str, Values]] = {}
 
     def work(variant: str, ran: list[Probe], own: Path) -> tuple[Callable[[], Any], Path, str]:
-        job = partial(run_variant, cls, variant, methods, ran, factory, timeout, own)
+        job = partial(run_variant, cls, variant, methods, ran, factory, timeout, own, inputs)
         return job, own, f"making the {variant} variant"
 
     everything = variants.names(methods, per_method=True) if probes else []
@@ -298,6 +311,7 @@ def run(request: dict[str, Any]) -> CellResult:
             tuple(s["methods"]),
             s.get("factory"),
             tuple(s.get("tests", ())),
+            s.get("inputs"),
             timeout,
             rootdir,
             bool(request.get("mutants")),

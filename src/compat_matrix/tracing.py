@@ -1,9 +1,11 @@
-"""Which functions ran: the code objects of audited methods, and a cheap hook on entering them.
+"""Which audited names ran: the code objects of audited methods, a cheap hook on entering them, and reads of
+audited class attributes.
 
 Standard library only; runs inside each cell's environment. Python calls a trace function on entering every
 frame; returning None from it asks for no line events, so the cost is one Python call per frame entered
 (about 20,000 for a `Trainer` step, a few milliseconds). Watching code objects rather than wrapping functions
 leaves every class untouched: identity checks such as transformers' `_is_overridden` see exactly what ships.
+A class attribute has no code: while a probe runs, it is read through a descriptor that notes who read it.
 """
 
 from __future__ import annotations
@@ -69,18 +71,56 @@ def called_on(frame: types.FrameType, owner: type | None) -> bool:
     return isinstance(first, owner) or (isinstance(first, type) and issubclass(first, owner))
 
 
+class _Read:
+    """A class attribute, watched: reading it through the class or an instance calls `on_read(owner)` and gives
+    the value as before. Only while a probe runs, in a variant's own child."""
+
+    def __init__(self, value: Any, on_read: Callable[[type], None]):
+        self.value, self.on_read = value, on_read
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        self.on_read(owner if owner is not None else type(instance))
+        getter = getattr(type(self.value), "__get__", None)
+        return getter(self.value, instance, owner) if getter else self.value
+
+
+@contextlib.contextmanager
+def reads(cls: type, names: tuple[str, ...], callback: Callable[[str, type], None]) -> Iterator[None]:
+    """Call `callback(name, owner)` whenever one of `names`, class attributes of `cls` (its own, or where a variant
+    deleted them, its nearest base's), is read through any class, while the block runs; then put them back."""
+    kept = {}
+    for name in names:
+        klass = next((k for k in cls.__mro__ if name in vars(k)), None)
+        if klass is not None:
+            kept[name] = (klass, vars(klass)[name])
+    try:
+        for name, (klass, value) in kept.items():
+            setattr(klass, name, _Read(value, lambda owner, name=name: callback(name, owner)))
+        yield
+    finally:
+        for name, (klass, value) in kept.items():
+            setattr(klass, name, value)
+
+
 @contextlib.contextmanager
 def reached(names: Watched, owner: type | None = None, anyone: frozenset[str] = frozenset()) -> Iterator[set[str]]:
     """The names (of `names`, each with its code objects) whose code ran, on `owner` if given (for the names in
-    `anyone`, a staticmethod's, on anything), during the block. A name without code to watch (a nested class, an
-    attribute) cannot be told to have run or not: it counts as reached."""
-    seen: set[str] = {name for name, codes in names.items() if not codes}
+    `anyone`, a staticmethod's, on anything), during the block. A name without code to watch (a class attribute, a
+    nested class) counts when it is read on `owner` (or, without `owner`, always)."""
+    seen: set[str] = set() if owner is not None else {name for name, codes in names.items() if not codes}
 
     def hit(name: str) -> OnCall:
         who = None if name in anyone else owner
         return lambda frame: seen.add(name) if called_on(frame, who) else None
 
+    def read(name: str, by: type) -> None:
+        if owner is not None and issubclass(by, owner):
+            seen.add(name)
+
+    attributes = tuple(name for name, codes in names.items() if not codes)
     with contextlib.ExitStack() as stack:
         for name, codes in names.items():
             stack.enter_context(on_call(codes, hit(name)))
+        if owner is not None:
+            stack.enter_context(reads(owner, attributes, read))
         yield seen

@@ -26,6 +26,7 @@ REACHED = "reached"  # as compat_matrix.probes names them
 ERROR = "error"
 WARNINGS = "warnings"
 INCONCLUSIVE_OBSERVATION = "inconclusive"
+FAMILIES = (None, "model", "trainer")  # subject kinds with probes of their own (compat_matrix.probes); None: unknown
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ def decide(subject: SubjectResult, cell: CellResult | None = None) -> Verdict:
         return Verdict(subject.status, subject.reason)
     if not subject.methods:
         return Verdict(NO_PROBE, "nothing to audit: the class overrides no method of transformers")
+    if not subject.probes and subject.kind not in FAMILIES:
+        return Verdict(NO_PROBE, f"no probe family covers a subject of this kind ({subject.kind})")
     if not subject.probes:
         return Verdict(NO_PROBE, f"no probe exercises {_names(subject.methods)}")
     differing = [o for o in subject.observations if o.carries and not o.same]

@@ -26,6 +26,8 @@ from typing import Any
 
 Values = dict[str, Any]
 ANY = ("*",)  # `exercises=ANY`: a probe for every audited method, whatever it is
+# What a subject is; each kind has its family of probes (a kind without one reads `no probe`).
+MODEL, TRAINER, CONFIG, OTHER = "model", "trainer", "config", "other class"
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,9 @@ class Build:
     factory: Callable[[type], Any]
     cls: type
     methods: tuple[str, ...] = ()
+    # The subject's example inputs, where its matrix file names them: the keyword arguments of a forward pass of an
+    # instance (`inputs(instance) -> dict`); without them, probes pass a fixed batch of token ids.
+    inputs: Callable[[Any], dict[str, Any]] | None = None
 
     def __call__(self) -> Any:
         return self.factory(self.cls)
@@ -64,6 +69,7 @@ class Probe:
     carries: tuple[str, ...] | None = None
     informs: tuple[str, ...] = ()
     title: str = ""  # what the report calls it, e.g. "Trainer step"; default: the name in words
+    kinds: tuple[str, ...] = (MODEL,)  # the kinds of subject it applies to
 
     @property
     def doc(self) -> str:
@@ -87,11 +93,12 @@ def probe(
     carries: tuple[str, ...] | None = None,
     informs: tuple[str, ...] = (),
     title: str = "",
+    kinds: tuple[str, ...] = (MODEL,),
 ) -> Callable[[Callable[[Build], Values]], Callable[[Build], Values]]:
     """Register a probe under its function's name: it exercises the named methods; the observations named in
     `carries` (default: all) decide its verdict, those in `informs` are only shown."""
 
-    for given, what in ((exercises, "exercises"), (carries, "carries"), (informs, "informs")):
+    for given, what in ((exercises, "exercises"), (carries, "carries"), (informs, "informs"), (kinds, "kinds")):
         if isinstance(given, str):
             raise TypeError(f"probe({what}={given!r}): a tuple of names, e.g. ({given!r},)")
 
@@ -99,9 +106,8 @@ def probe(
         name = func.__name__
         if name in _REGISTRY and _REGISTRY[name].func.__module__ != func.__module__:
             raise ValueError(f"a probe named {name!r} is already registered by {_REGISTRY[name].func.__module__}")
-        _REGISTRY[name] = Probe(
-            name, func, tuple(exercises), summary, carries, tuple(informs), title or name.replace("_", " ")
-        )
+        title_ = title or name.replace("_", " ")
+        _REGISTRY[name] = Probe(name, func, tuple(exercises), summary, carries, tuple(informs), title_, tuple(kinds))
         return func
 
     return register
@@ -116,10 +122,26 @@ def titles() -> dict[str, str]:
     return {name: probe.title for name, probe in _REGISTRY.items()}
 
 
-def probes_for(methods: tuple[str, ...]) -> list[Probe]:
-    """The probes that exercise at least one of `methods`: the specific ones first, then those for any method."""
-    specific = [p for p in _REGISTRY.values() if set(p.exercises) & set(methods)]
-    return specific + [p for p in _REGISTRY.values() if p.exercises == ANY and methods]
+def probes_for(methods: tuple[str, ...], kind: str | None = MODEL) -> list[Probe]:
+    """The probes of subjects of `kind` that exercise at least one of `methods`: the specific ones first, then
+    those for any method."""
+    family = [p for p in _REGISTRY.values() if kind in p.kinds]
+    specific = [p for p in family if set(p.exercises) & set(methods)]
+    return specific + [p for p in family if p.exercises == ANY and methods]
+
+
+def subject_kind(cls: type) -> str:
+    """What the subject is, which decides the probes that make sense for it: MODEL (a `PreTrainedModel`),
+    TRAINER (a `Trainer`), CONFIG (a `PretrainedConfig`), or OTHER."""
+    try:
+        import transformers
+    except ImportError:
+        return OTHER
+    for kind, name in ((MODEL, "PreTrainedModel"), (TRAINER, "Trainer"), (CONFIG, "PretrainedConfig")):
+        base = getattr(transformers, name, None)
+        if isinstance(base, type) and issubclass(cls, base):
+            return kind
+    return OTHER
 
 
 _PREPARATIONS: list[Callable[[tuple[str, ...]], None]] = []
@@ -157,4 +179,4 @@ def prewarm(modules: tuple[str, ...] = PREWARM) -> None:
                 importlib.import_module(name)
 
 
-from compat_matrix.probes import checkpointing, generic  # noqa: E402, F401  registers the families
+from compat_matrix.probes import checkpointing, generic, outputs, training  # noqa: E402, F401  registers the families

@@ -66,9 +66,14 @@ def distinct(items: list[Any]) -> list[Any]:
 
 
 def attempt(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """`call(...)`, or the text `error: Type: message` if it raises."""
+    """`call(...)`, or the text `error: Type: message` if it raises; a probe that found nothing to look at
+    (`Inconclusive`) stays so."""
+    from compat_matrix.probes import Inconclusive
+
     try:
         return call(*args, **kwargs)
+    except Inconclusive:
+        raise
     except Exception as exc:
         return failure(exc)
 

@@ -1,22 +1,19 @@
-"""Probes for any audited method: its signature against the base's, how the installed transformers calls it,
-what it returns when called with no arguments, and the paths users take (build, `init_weights()`, forward and
-backward, save and load, a `Trainer` step, `generate`), with the values that come out, not only ok or error."""
+"""Probes for any audited method that read the installed release rather than run the subject: its signature
+against the base's, how the installed transformers calls it, and whether the release still gives it anything to
+override (see compat_matrix.probes.outputs for the paths users take)."""
 
 from __future__ import annotations
 
 import ast
 import functools
 import inspect
-import math
 import re
-import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
 
 from compat_matrix.probes import ANY, Build, Values, preparation, probe
-from compat_matrix.probes.common import attempt, batch, failed, jsonable
-from compat_matrix.results import failure
+from compat_matrix.probes.common import jsonable
 from compat_matrix.variants import defining_class
 
 DIGITS = 4  # significant digits of a float in a summary: the tolerance of value comparisons
@@ -167,6 +164,35 @@ def call_sites(name: str) -> list[tuple[str, int, tuple[str, ...], bool, bool]]:
     return sites
 
 
+ORPHANED_NO_BASE = "no base class defines it"
+ORPHANED_UNUSED = "nothing in transformers calls or reads it"
+
+
+def orphaned(cls: type, name: str) -> str | None:
+    """Why the installed release gives an audited name of `cls` nothing to override, or None: no class after `cls`
+    in its MRO defines it; or, for a private name (a hook only transformers itself uses: `_update_causal_mask`,
+    `_checkpoint_conversion_mapping`), no file of transformers mentions `.name` or `"name"`, neither the shared
+    code nor the modules of the subject's own base classes."""
+    if defining_class(cls, name, after=cls) is None:
+        return ORPHANED_NO_BASE
+    if not name.startswith("_") or name.startswith("__"):
+        return None
+    import transformers
+
+    root = Path(transformers.__file__).parent
+    pattern = re.compile(rf"\.{re.escape(name)}\b|[\"']{re.escape(name)}[\"']")
+    bases = {Path(inspect.getfile(k)).resolve() for k in cls.__mro__[1:] if _file_in(k, root)}
+    texts = [text for _, text in _package_files()] + [b.read_text(encoding="utf-8", errors="replace") for b in bases]
+    return None if any(pattern.search(text) for text in texts) else ORPHANED_UNUSED
+
+
+def _file_in(klass: type, root: Path) -> bool:
+    try:
+        return Path(inspect.getfile(klass)).resolve().is_relative_to(root.resolve())
+    except (TypeError, OSError):
+        return False
+
+
 def takes(function: Any, positional: int, keywords: tuple[str, ...], starred: bool, splat: bool) -> bool:
     """Whether `function` (unbound: its first parameter is `self`) can be called the way a call site calls it.
     What a `*args` or `**kwargs` at the call site holds is unknown, so only what is written is checked."""
@@ -235,195 +261,3 @@ def signature(build: Build) -> Values:
         if theirs is not None and ours is not None:
             values[name] = signature_gap(ours, theirs)
     return values
-
-
-# --- what comes out ----------------------------------------------------------------------------------------------
-
-
-def rounded(x: float) -> float | str:
-    if math.isnan(x) or math.isinf(x):
-        return str(x)
-    return float(f"{x:.{DIGITS}g}")
-
-
-def tensor_summary(tensor: Any) -> Values:
-    """A tensor in a few numbers that equal when the tensors agree to about DIGITS significant digits."""
-    values = tensor.detach().double()
-    return {
-        "shape": list(values.shape),
-        "sum": rounded(values.sum().item()),
-        "abs_sum": rounded(values.abs().sum().item()),
-    }
-
-
-def parameter_summary(instance: Any) -> Values:
-    import torch
-
-    tensors = [p.detach().reshape(-1) for p in instance.parameters()]
-    if not tensors:
-        return {"parameters": 0}
-    flat = torch.cat(tensors)
-    return {"parameters": len(tensors), **tensor_summary(flat)}
-
-
-def module_path(instance: Any, module: Any) -> str | None:
-    return next((path or "(subject)" for path, m in instance.named_modules() if m is module), None)
-
-
-def used(instance: Any, module: Any) -> bool | str:
-    """Whether a training forward pass of `instance` uses `module`: some parameter of it gets a gradient, or
-    (a module without parameters) its forward runs."""
-    seen: list[bool] = []
-    handle = module.register_forward_hook(lambda *_: seen.append(True))
-    try:
-        instance.train()
-        ids = batch()
-        instance(input_ids=ids, labels=ids).loss.backward()
-    except Exception as exc:
-        return failure(exc)
-    finally:
-        handle.remove()
-    grads = [p.grad for p in module.parameters()]
-    return any(g is not None and bool(g.abs().sum() > 0) for g in grads) if grads else bool(seen)
-
-
-def returned(instance: Any, value: Any) -> Any:
-    """A returned value as an observation: a module by its path inside the instance (and whether a training
-    forward pass uses it), a tensor by its summary, a plain value as itself, anything else by its type."""
-    import torch
-
-    if isinstance(value, torch.nn.Module):
-        where = module_path(instance, value) or f"a {type(value).__name__} outside the subject"
-        return {"module": where, "used_in_forward": used(instance, value)}
-    if isinstance(value, torch.Tensor):
-        return tensor_summary(value)
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return f"a {type(value).__name__}"
-
-
-def forward(instance: Any) -> Any:
-    import torch
-
-    instance.eval()
-    with torch.no_grad():
-        ids = batch()
-        return instance(input_ids=ids)
-
-
-def output_summary(output: Any) -> Values:
-    logits = getattr(output, "logits", None)
-    return tensor_summary(logits) if logits is not None else {"output": type(output).__name__}
-
-
-@probe(exercises=ANY, title="called with no arguments")
-def no_arguments(build: Build) -> Values:
-    """Per audited method that the base implementation lets be called with no arguments (accessors such as
-    `get_input_embeddings`, switches, `tie_weights`): what a call on a fresh instance returns (a module by its
-    path inside the instance, and whether the forward pass uses it), or the error. Warnings it raises (a
-    deprecation naming a replacement) are recorded like every probe's."""
-    values: Values = {}
-    for name in build.methods:
-        base = function_of(inspect.getattr_static(defining_class(build.cls, name, after=build.cls) or object, name))
-        if base is None or isinstance(inspect.getattr_static(build.cls, name, None), staticmethod):
-            continue
-        required = [
-            p
-            for p in list(parameters(base).values())[1:]
-            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-        ]
-        if required:
-            continue
-        instance = build()
-        result = attempt(getattr(instance, name))
-        values[name] = result if failed(result) else returned(instance, result)
-    return values
-
-
-@probe(exercises=ANY, title="build and init_weights")
-def build_and_init(build: Build) -> Values:
-    """The instance as built (same seed for every variant): its parameters summarized (count, sum, absolute
-    sum, to 4 significant digits), and again after `init_weights()`; or the error."""
-    instance = attempt(build)
-    if failed(instance):
-        return {"built": instance}
-
-    def initialized() -> Values:
-        instance.init_weights()
-        return parameter_summary(instance)
-
-    return {"built": parameter_summary(instance), "init_weights": attempt(initialized)}
-
-
-@probe(exercises=ANY, title="forward and backward")
-def forward_backward(build: Build) -> Values:
-    """One forward pass in eval mode on a fixed batch (the logits summarized), and one training forward and
-    backward with the batch as labels: the loss and the gradients of all parameters, summarized."""
-    import torch
-
-    def backward() -> Values:
-        instance = build()
-        instance.train()
-        ids = batch()
-        loss = instance(input_ids=ids, labels=ids).loss
-        loss.backward()
-        grads = [p.grad.reshape(-1) for p in instance.parameters() if p.grad is not None]
-        return {"loss": rounded(loss.item()), "grads": tensor_summary(torch.cat(grads)) if grads else None}
-
-    return {"forward": attempt(lambda: output_summary(forward(build()))), "backward": attempt(backward)}
-
-
-@probe(exercises=ANY, title="save and load")
-def save_and_load(build: Build) -> Values:
-    """`save_pretrained` to a temporary folder and `from_pretrained` back from it (local files only): whether
-    both work, and the reloaded model's forward output summarized (it should equal the saved model's)."""
-    with tempfile.TemporaryDirectory() as folder:
-        instance = build()
-        saved = attempt(instance.save_pretrained, folder)
-        if failed(saved):
-            return {"saved": saved}
-        loaded = attempt(type(instance).from_pretrained, folder)
-        if failed(loaded):
-            return {"saved": True, "loaded": loaded}
-        before, after = output_summary(forward(instance)), output_summary(forward(loaded))
-        return {"saved": True, "loaded": True, "same_outputs": before == after, "reloaded_output": after}
-
-
-@probe(exercises=ANY, title="Trainer step without checkpointing")
-def plain_trainer_step(build: Build) -> Values:
-    """One real `Trainer` training step on the CPU (no checkpointing): whether it runs, and the training loss."""
-    from compat_matrix.probes.checkpointing import training_arguments  # one set of Trainer arguments
-
-    def step() -> Values:
-        from transformers import Trainer
-
-        dataset = [{"input_ids": ids, "labels": ids} for ids in batch()]
-        with tempfile.TemporaryDirectory() as folder:
-            args = training_arguments(folder, None, checkpointing=False)
-            output = Trainer(model=build(), args=args, train_dataset=dataset).train()
-        return {"steps": output.global_step, "loss": rounded(output.training_loss)}
-
-    return {"trained": attempt(step)}
-
-
-@probe(exercises=ANY, title="generate")
-def generate(build: Build) -> Values:
-    """One greedy `generate` step of one new token from a fixed prompt, where the instance can generate: the
-    token ids that come out."""
-    import torch
-
-    instance = build()
-    can = getattr(instance, "can_generate", None)
-    if not callable(can) or attempt(can) is not True:
-        return {"generated": "cannot generate"}
-
-    def step() -> Any:
-        from transformers import GenerationConfig
-
-        instance.eval()
-        config = GenerationConfig(max_new_tokens=1, do_sample=False)
-        with torch.no_grad():
-            ids = instance.generate(input_ids=batch()[:1, :4], generation_config=config)
-        return ids.tolist()
-
-    return {"generated": attempt(step)}

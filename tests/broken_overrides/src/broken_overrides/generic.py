@@ -53,3 +53,10 @@ class SaveWithoutWeights(LlamaForCausalLM):
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         self.config.save_pretrained(save_directory)
+
+
+class SetterIgnoresModule(LlamaForCausalLM):
+    """`set_input_embeddings` that keeps the module aside instead of embedding the inputs with it."""
+
+    def set_input_embeddings(self, value):
+        self.spare_embeddings = value
