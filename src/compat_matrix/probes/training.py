@@ -16,7 +16,7 @@ from compat_matrix.probes import ANY, TRAINER, Build, Values, probe
 from compat_matrix.probes.common import attempt
 from compat_matrix.probes.outputs import rounded, state_survived, tensor_summary
 
-_VOLATILE = ("runtime", "per_second", "flos", "memory")  # metrics that time the run rather than describe it
+_VOLATILE = ("runtime", "per_second", "flos", "memory", "_time")  # metrics that time the run rather than describe it
 
 
 def metrics(found: dict[str, Any]) -> Values:
