@@ -1,0 +1,132 @@
+"""What the observations of one subject in one cell say about each audited name: the evidence, per name and in two
+contexts, that deleting it changes something or nothing. Pure functions; standard library only.
+
+- With one audited name X, the one context compares the class as shipped with X deleted.
+- With several, X is judged "with the rest as shipped" (the class as shipped against `base without X`) and "with
+  the rest deleted" (`only X` against the class with every audited name deleted). The second is what sees an
+  override whose effect another, crashing, override hides in the first.
+- A probe is evidence about X in a context only where X ran on the side that keeps it and the probe observed
+  something: not where both compared sides failed identically (an error before X mattered says nothing about X),
+  nor where both found nothing to look at. Such probes "told nothing".
+- X is `same` only with evidence of it having run as shipped and no difference in any context; it is `orphaned`
+  where the release no longer defines, calls or reads it and nothing differs; else `inconclusive`, saying why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from compat_matrix.results import Observation, SubjectResult, failure_in
+
+SAME, DIFFERS, ORPHANED, INCONCLUSIVE = "same", "differs", "orphaned", "inconclusive"
+ALONE = "deleted"  # the one context of a single audited name
+WITH_REST = "the rest as shipped"  # X deleted, the other audited names kept
+WITHOUT_REST = "the rest deleted"  # X kept alone, the other audited names deleted
+ERROR, WARNINGS, REACHED, INCONCLUSIVE_OBSERVATION = "error", "warnings", "reached", "inconclusive"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What one subject's observations in one cell say about deleting one audited name.
+
+    `differing`: the observations that differ in `context`, as pairs with the name (`override`) and without it
+    (`base`); `told_nothing`: (probe, why) of the probes that were no evidence about the name."""
+
+    name: str
+    verdict: str  # SAME, DIFFERS, ORPHANED or INCONCLUSIVE
+    context: str | None = None  # the context that carried the verdict
+    differing: tuple[Observation, ...] = ()
+    reason: str | None = None
+    told_nothing: tuple[tuple[str, str], ...] = ()
+
+
+def _failed(observation: Observation, value: Any) -> bool:
+    return observation.name == ERROR or failure_in(value) is not None
+
+
+def by_probe(observations: Iterable[Observation]) -> dict[str, dict[str, Observation]]:
+    found: dict[str, dict[str, Observation]] = {}
+    for o in observations:
+        found.setdefault(o.probe, {})[o.name] = o
+    return found
+
+
+def empty_handed(observations: dict[str, Observation]) -> str | None:
+    """Why a probe told nothing when its two sides are `override` and `base`: both found nothing to look at, or
+    every observation that carries (warnings apart) failed identically on both; None if it observed something."""
+    nothing = observations.get(INCONCLUSIVE_OBSERVATION)
+    if nothing is not None and nothing.override and nothing.base:
+        return str(nothing.override)
+    carrying = [o for o in observations.values() if o.carries and o.name != WARNINGS]
+    if carrying and all(o.same and _failed(o, o.override) for o in carrying):
+        first = carrying[0]
+        return str(first.override if first.name == ERROR else failure_in(first.override))
+    return None
+
+
+def told_nothing(subject: SubjectResult) -> tuple[tuple[str, str], ...]:
+    """(probe, why) of every probe in which the class as shipped and with the audited names deleted failed
+    identically or found nothing to look at: no evidence of anything, listed so that the report can say so."""
+    found = ((probe, empty_handed(observations)) for probe, observations in by_probe(subject.observations).items())
+    return tuple((probe, why) for probe, why in found if why is not None)
+
+
+_MISSING = object()  # a per-name variant that did not run the probe: it ran its reference's code there
+
+
+def _context(observations: Iterable[Observation], name: str, context: str) -> list[Observation]:
+    """The observations of one context as (with `name`: override, without it: base) pairs; where the variant did
+    not run a probe, it ran the same code as its reference, so its value is the reference's."""
+    pairs = []
+    for o in observations:
+        if context == ALONE:
+            pairs.append(o)
+        elif context == WITH_REST:
+            value = dict(o.without).get(name, _MISSING)
+            pairs.append(
+                Observation(o.probe, o.name, o.override, o.override if value is _MISSING else value, o.carries)
+            )
+        else:
+            value = dict(o.alone).get(name, _MISSING)
+            pairs.append(Observation(o.probe, o.name, o.base if value is _MISSING else value, o.base, o.carries))
+    return pairs
+
+
+def _differs(o: Observation) -> bool:
+    """A difference that counts: a carrying value, or one side finding nothing to look at where the other did."""
+    return (o.carries or o.name == INCONCLUSIVE_OBSERVATION) and not o.same
+
+
+def judge(subject: SubjectResult, name: str) -> Judgement:
+    """What deleting `name` does in this cell, by the rules in this module's docstring."""
+    if name in subject.unprobed:
+        return Judgement(name, INCONCLUSIVE, reason=f"no probe exercises {name}")
+    contexts = (ALONE,) if len(subject.methods) < 2 else (WITH_REST, WITHOUT_REST)
+    silent: dict[str, str] = {}
+    evidence = False
+    for context in contexts:
+        pairs = _context(subject.observations, name, context)
+        differing = tuple(o for o in pairs if _differs(o))
+        if differing:
+            return Judgement(name, DIFFERS, context, differing, told_nothing=tuple(silent.items()))
+        for probe, observations in by_probe(pairs).items():
+            reached = observations.get(REACHED)
+            if reached is None or name not in (reached.override or ()):
+                continue  # it never ran on the side that keeps it: no evidence either way
+            why = empty_handed(observations)
+            if why is not None:
+                silent.setdefault(probe, why)
+            elif context != WITHOUT_REST and any(o.carries and o.name != WARNINGS for o in observations.values()):
+                evidence = True  # it ran as shipped in a probe that observed something
+    quiet = tuple(silent.items())
+    orphaned = dict(subject.orphaned).get(name)
+    if orphaned:
+        return Judgement(name, ORPHANED, reason=orphaned, told_nothing=quiet)
+    if evidence:
+        return Judgement(name, SAME, contexts[0], told_nothing=quiet)
+    why = f"{name} never ran as shipped in a probe that observed something"
+    if quiet:
+        why += " (" + "; ".join(f"{probe}: {text}" for probe, text in quiet) + ")"
+    return Judgement(name, INCONCLUSIVE, reason=why, told_nothing=quiet)
