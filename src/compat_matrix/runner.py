@@ -13,6 +13,7 @@ cell; a subject that crashes or hangs is labelled and costs only its own result.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import importlib
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from compat_matrix import tracing, usertests, variants
-from compat_matrix.factory import Factory, load_callable, resolve_factory
+from compat_matrix.factory import Factory, default_factory, load_callable, resolve_factory
 from compat_matrix.forks import STOPPED, WATCHDOG_GRACE, Forked, die_with_parent, forked, forked_each
 from compat_matrix.observe import BUILDS_ON, DEFAULT_TIMEOUT, ProbeTimeout, call_probe
 from compat_matrix.probes import (
@@ -298,6 +299,21 @@ def load_probe_modules(refs: list[str], rootdir: str, timeout: float) -> dict[st
     return failed
 
 
+def rehearse(timeout: float) -> None:
+    """Every built-in probe of models, once, on a throwaway subclass of a tiny LlamaForCausalLM, its results
+    discarded: the first save, load, `Trainer` step or `generate` of a process pays for lazy imports and caches
+    (about a second in all), which every variant's child would otherwise pay again. Done before any subject is
+    imported, on a class of its own, so nothing about a subject is cached in a state its variants share."""
+    from transformers import LlamaForCausalLM
+
+    rehearsal = type("Rehearsal", (LlamaForCausalLM,), {"__module__": __name__})
+    build = Build(default_factory, rehearsal, ("forward",))
+    for probe in probes_for(("forward",)):
+        if probe.func.__module__.startswith(f"{__package__}.probes"):
+            with contextlib.suppress(ProbeTimeout):
+                call_probe(probe, build, timeout)
+
+
 def run(request: dict[str, Any]) -> CellResult:
     die_with_parent()
     start = time.monotonic()
@@ -319,6 +335,7 @@ def run(request: dict[str, Any]) -> CellResult:
         for s in request["subjects"]
     ]
     prewarm(PREWARM + (("pytest",) if any(a.tests for a in asks) else ()))
+    rehearse(timeout)
     unloaded = tuple(load_probe_modules(request.get("probes", []), rootdir, timeout).items())
     # Everything imported so far is permanent: the collections that transformers and accelerate run (once per
     # Trainer step), and those parsing sources triggers, then skip it, and forked children share its pages.

@@ -379,7 +379,7 @@ def generate(build: Build) -> Values:
     instance = build()
     can = getattr(instance, "can_generate", None)
     if not (callable(can) and attempt(can) is True) and not set(build.methods) & set(GENERATION):
-        return {"generated": "cannot generate"}
+        raise Inconclusive("the instance cannot generate")
 
     def step() -> Any:
         from transformers import GenerationConfig
