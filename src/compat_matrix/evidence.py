@@ -6,10 +6,12 @@ contexts, that deleting it changes something or nothing. Pure functions; standar
   the rest deleted" (`only X` against the class with every audited name deleted). The second is what sees an
   override whose effect another, crashing, override hides in the first.
 - A probe is evidence about X in a context only where X ran on the side that keeps it and the probe observed
-  something: not where both compared sides failed identically (an error before X mattered says nothing about X),
-  nor where both found nothing to look at. Such probes "told nothing".
+  something: not where both compared sides failed identically, even in part (an error before X mattered says
+  nothing about X, and what else the probe saw may not have depended on X), nor where both found nothing to look
+  at. Such probes "told nothing".
 - X is `same` only with evidence of it having run as shipped and no difference in any context; it is `orphaned`
-  where the release no longer defines, calls or reads it and nothing differs; else `inconclusive`, saying why.
+  where the release no longer defines, calls or reads it and nothing differs but warnings (transformers may warn
+  about the very override it no longer uses); else `inconclusive`, saying why.
 """
 
 from __future__ import annotations
@@ -53,15 +55,17 @@ def by_probe(observations: Iterable[Observation]) -> dict[str, dict[str, Observa
     return found
 
 
-def empty_handed(observations: dict[str, Observation]) -> str | None:
+def empty_handed(observations: dict[str, Observation], partly: bool = False) -> str | None:
     """Why a probe told nothing when its two sides are `override` and `base`: both found nothing to look at, or
-    every observation that carries (warnings apart) failed identically on both; None if it observed something."""
+    every observation that carries (warnings apart) failed identically on both (with `partly`, any one did: what
+    else the probe observed may not have depended on what failed); None if it observed something."""
     nothing = observations.get(INCONCLUSIVE_OBSERVATION)
     if nothing is not None and nothing.override and nothing.base:
         return str(nothing.override)
     carrying = [o for o in observations.values() if o.carries and o.name != WARNINGS]
-    if carrying and all(o.same and _failed(o, o.override) for o in carrying):
-        first = carrying[0]
+    failed = [o for o in carrying if o.same and _failed(o, o.override)]
+    if failed and (partly or len(failed) == len(carrying)):
+        first = failed[0]
         return str(first.override if first.name == ERROR else failure_in(first.override))
     return None
 
@@ -106,22 +110,22 @@ def judge(subject: SubjectResult, name: str) -> Judgement:
     contexts = (ALONE,) if len(subject.methods) < 2 else (WITH_REST, WITHOUT_REST)
     silent: dict[str, str] = {}
     evidence = False
+    orphaned = dict(subject.orphaned).get(name)
     for context in contexts:
         pairs = _context(subject.observations, name, context)
         differing = tuple(o for o in pairs if _differs(o))
-        if differing:
+        if differing and not (orphaned and all(o.name == WARNINGS for o in differing)):
             return Judgement(name, DIFFERS, context, differing, told_nothing=tuple(silent.items()))
         for probe, observations in by_probe(pairs).items():
             reached = observations.get(REACHED)
             if reached is None or name not in (reached.override or ()):
                 continue  # it never ran on the side that keeps it: no evidence either way
-            why = empty_handed(observations)
+            why = empty_handed(observations, partly=True)
             if why is not None:
                 silent.setdefault(probe, why)
             elif context != WITHOUT_REST and any(o.carries and o.name != WARNINGS for o in observations.values()):
                 evidence = True  # it ran as shipped in a probe that observed something
     quiet = tuple(silent.items())
-    orphaned = dict(subject.orphaned).get(name)
     if orphaned:
         return Judgement(name, ORPHANED, reason=orphaned, told_nothing=quiet)
     if evidence:

@@ -30,6 +30,12 @@ def function_of(attribute: Any) -> Any:
     return attribute if inspect.isfunction(attribute) or inspect.ismethoddescriptor(attribute) else None
 
 
+def base_function(cls: type, name: str) -> Any:
+    """The function that runs for `name` with the subject's own deleted: that of the nearest class after `cls` in its
+    MRO that defines it; None where none does (an orphaned override) or it is not a function."""
+    return function_of(vars(defining_class(cls, name, after=cls) or object).get(name))
+
+
 def parameters(function: Any) -> dict[str, inspect.Parameter]:
     try:
         return dict(inspect.signature(function).parameters)
@@ -231,7 +237,7 @@ def transformers_calls(build: Build) -> Values:
     unused = []
     for name in build.methods:
         ours = function_of(inspect.getattr_static(build.cls, name, None))
-        theirs = function_of(inspect.getattr_static(defining_class(build.cls, name, after=build.cls) or object, name))
+        theirs = base_function(build.cls, name)
         sites = call_sites(name)
         if not sites:
             unused.append(name)
@@ -256,7 +262,7 @@ def signature(build: Build) -> Values:
     deleted, nothing is missing; an override written against an older signature is seen where the base changed."""
     values: Values = {}
     for name in build.methods:
-        theirs = function_of(inspect.getattr_static(defining_class(build.cls, name, after=build.cls) or object, name))
+        theirs = base_function(build.cls, name)
         ours = function_of(inspect.getattr_static(build.cls, name, None))
         if theirs is not None and ours is not None:
             values[name] = signature_gap(ours, theirs)

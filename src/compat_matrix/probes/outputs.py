@@ -16,9 +16,8 @@ from typing import Any
 
 from compat_matrix.probes import ANY, Build, Inconclusive, Values, probe
 from compat_matrix.probes.common import attempt, batch, failed
-from compat_matrix.probes.generic import function_of, parameters
+from compat_matrix.probes.generic import base_function, parameters
 from compat_matrix.results import failure
-from compat_matrix.variants import defining_class
 
 DIGITS = 4  # significant digits of a float in a summary: the tolerance of value comparisons
 _INDEX = re.compile(r"\.\d+(?=\.)")
@@ -212,7 +211,7 @@ def no_arguments(build: Build) -> Values:
     deprecation naming a replacement) are recorded like every probe's."""
     values: Values = {}
     for name in build.methods:
-        base = function_of(inspect.getattr_static(defining_class(build.cls, name, after=build.cls) or object, name))
+        base = base_function(build.cls, name)
         if base is None or isinstance(inspect.getattr_static(build.cls, name, None), staticmethod):
             continue
         required = [
@@ -339,7 +338,7 @@ def save_and_load(build: Build) -> Values:
                 "more": sorted(set(vars(model)) - set(vars(fresh))),
                 "fewer": sorted(set(vars(fresh)) - set(vars(model))),
             },
-            "same_outputs": before == after,
+            "same_outputs": before == after if not (failed(before) or failed(after)) else None,
             "reloaded_output": after,
             ACROSS_RELEASES: attempt(_seeded_round_trip, build, folder),
         }
