@@ -127,7 +127,13 @@ def runner_request(spec: MatrixSpec, cell: Cell) -> dict[str, Any]:
         "rootdir": str(spec.path.parent),
         "mutants": spec.mutants,
         "subjects": [
-            {"target": s.target, "methods": list(s.methods), "factory": s.factory, "tests": list(s.tests)}
+            {
+                "target": s.target,
+                "methods": list(s.methods),
+                "factory": s.factory,
+                "tests": list(s.tests),
+                "inputs": s.inputs,
+            }
             for s in spec.subjects
         ],
     }

@@ -63,6 +63,7 @@ class Subject:
     # "probe.observation" that must differ wherever `differs` is expected, with the base side free of errors there
     catches: tuple[str, ...] = ()
     tests: tuple[str, ...] = ()  # the user's pytest node ids or paths, made absolute
+    inputs: str | None = None  # "module:callable": an instance -> the keyword arguments of a forward pass
 
     def expected(self, version: str | None) -> str | None:
         """The verdict this subject is expected to get on `version` of the first axis, if the file says."""
@@ -512,7 +513,15 @@ def _subjects(values: Any, at: Context) -> tuple[Subject, ...]:
         if target is not None and target in {s.target for s in subjects}:
             here.at(f"{here.key}.target").problem(target, "listed twice; each subject once")
         subjects.append(
-            Subject(str(target), keys["methods"], keys["factory"], keys["expect"], keys["catches"], keys["tests"])
+            Subject(
+                str(target),
+                keys["methods"],
+                keys["factory"],
+                keys["expect"],
+                keys["catches"],
+                keys["tests"],
+                keys["inputs"],
+            )
         )
     return tuple(subjects)
 
@@ -628,6 +637,7 @@ SUBJECT_KEYS: dict[str, Key] = {
     "target": Key(_target, required="required, as 'module:Class'"),
     "methods": Key(_methods, default=()),  # left out: every method the subject defines that overrides transformers
     "factory": Key(_factory),
+    "inputs": Key(_factory),
     "expect": Key(_expect, default=()),
     "catches": Key(_catches, default=()),
     "tests": Key(_each(_test, "a list of pytest node ids or paths"), default=()),

@@ -130,8 +130,14 @@ class SpanScorer(LlamaForCausalLM):
 
 class NeedsSpans(SpanScorer):
     """Overrides a forward that needs inputs the probes cannot make: without example inputs every forward fails the
-    same way with and without the override, which tells nothing (never `redundant`); with them (`span_inputs`), the
-    probes see that it doubles the spans' weight."""
+    same way with and without the override, which tells nothing (never `redundant`)."""
+
+    def forward(self, input_ids=None, spans=None, **kwargs):
+        return super().forward(input_ids=input_ids, spans=None if spans is None else spans * 2, **kwargs)
+
+
+class GivenSpans(SpanScorer):
+    """The same override, with example inputs (`span_inputs`): the probes see that it doubles the spans' weight."""
 
     def forward(self, input_ids=None, spans=None, **kwargs):
         return super().forward(input_ids=input_ids, spans=None if spans is None else spans * 2, **kwargs)
