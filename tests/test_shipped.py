@@ -42,7 +42,7 @@ def test_outputs_of_name_seeded_weights_that_change_between_neighbouring_release
         one,
         other,
     )
-    failed = rows[:1] + [("4.51.3", result(obs("forward_backward", "across_releases", "error: E: x", carries=False)))]
+    failed = [*rows[:1], ("4.51.3", result(obs("forward_backward", "across_releases", "error: E: x", carries=False)))]
     assert shipped_changes(failed) == ()  # an error is not a value to compare
 
 

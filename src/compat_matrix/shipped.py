@@ -9,6 +9,7 @@ tested release to the next, the class behaves differently for its users although
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +67,7 @@ def shipped_changes(rows: list[tuple[str, SubjectResult | None]]) -> tuple[Shipp
     for probe in probes:
         values = [(release, _across(result, probe)) for release, result in ran]
         values = [(release, value) for release, value in values if value is not None]
-        for (was, before), (now, after) in zip(values, values[1:], strict=False):
+        for (was, before), (now, after) in itertools.pairwise(values):
             if not equal(before, after):
                 found.append(ShippedChange(CHANGES, probe, (now,), (was,), ACROSS_RELEASES, None, before, after))
     return tuple(found)
