@@ -113,7 +113,10 @@ def run_cell(
         write_state(out, STARTED, started)
         try:
             result = _install(spec, cell, python, (environment, args), deadline, log, out, started)
+            installed = time.monotonic()
             result = result or _probe(spec, cell, python, out, deadline, started)
+            checked = ("environment check and install", round(installed - start, 3))
+            result = replace(result, phases=(checked, *result.phases))
         finally:
             state_path(out).unlink(missing_ok=True)
         result = replace(result, cache_key=key, seconds=round(time.monotonic() - start, 2))
@@ -361,6 +364,7 @@ def _probe(spec: MatrixSpec, cell: Cell, python: Path, out: Path, deadline: floa
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
     }
     command = [str(python), "-m", "compat_matrix.runner", str(request), str(out)]
+    begun = time.monotonic()
     # Its own process group, so that a cell past its limit is stopped with every subject it forked.
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
@@ -380,7 +384,9 @@ def _probe(spec: MatrixSpec, cell: Cell, python: Path, out: Path, deadline: floa
         why = f"signal {-done.returncode}" if done.returncode < 0 else f"exit code {done.returncode}"
         tail = installer_reason(done.stderr.strip().splitlines()[-1]) if done.stderr.strip() else ""
         return failed_result(spec, cell, CRASHED, f"probe runner ended with {why}" + (f": {tail}" if tail else ""))
-    return CellResult.from_json(json.loads(out.read_text(encoding="utf-8")))
+    result = CellResult.from_json(json.loads(out.read_text(encoding="utf-8")))
+    outside = round(time.monotonic() - begun - (result.seconds or 0.0), 3)
+    return replace(result, phases=(("start the interpreter, write the result", outside), *result.phases))
 
 
 def bytecode_environment(environment: Path) -> dict[str, str]:

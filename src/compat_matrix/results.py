@@ -237,6 +237,7 @@ class CellResult:
     # Fingerprint of the installed pins, local requirements' contents, probe suite and subjects (see envs).
     cache_key: str | None = None
     reused: bool = False  # taken from an earlier run with the same cache_key (`--cached`)
+    phases: tuple[tuple[str, float], ...] = ()  # (phase, seconds) of the run, in order: where a cell's time goes
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -250,6 +251,7 @@ class CellResult:
             "seconds": self.seconds,
             "cache_key": self.cache_key,
             "reused": self.reused,
+            "phases": [list(phase) for phase in self.phases],
             "subjects": [s.to_json() for s in self.subjects],
         }
 
@@ -265,6 +267,7 @@ class CellResult:
             seconds=data.get("seconds"),
             cache_key=data.get("cache_key"),
             reused=data.get("reused", False),
+            phases=tuple((str(name), float(seconds)) for name, seconds in data.get("phases", ())),
             subjects=tuple(SubjectResult.from_json(s) for s in data["subjects"]),
         )
 

@@ -314,12 +314,26 @@ def rehearse(timeout: float) -> None:
                 call_probe(probe, build, timeout)
 
 
+class Phases:
+    """How long each phase of a cell's run took, in order (the benchmark prints them)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, float]] = []
+        self.last = time.monotonic()
+
+    def done(self, phase: str) -> None:
+        now = time.monotonic()
+        self.seen.append((phase, round(now - self.last, 3)))
+        self.last = now
+
+
 def run(request: dict[str, Any]) -> CellResult:
     die_with_parent()
-    start = time.monotonic()
+    phases = Phases()
     import torch  # noqa: F401  paid once per cell, before any subject
     import transformers  # noqa: F401
 
+    phases.done("import torch and transformers")
     timeout, rootdir = request.get("timeout", DEFAULT_TIMEOUT), request.get("rootdir", ".")
     asks = [
         Ask(
@@ -335,21 +349,28 @@ def run(request: dict[str, Any]) -> CellResult:
         for s in request["subjects"]
     ]
     prewarm(PREWARM + (("pytest",) if any(a.tests for a in asks) else ()))
+    phases.done("import what the probes use")
     rehearse(timeout)
+    phases.done("rehearse the probes")
     unloaded = tuple(load_probe_modules(request.get("probes", []), rootdir, timeout).items())
     # Everything imported so far is permanent: the collections that transformers and accelerate run (once per
     # Trainer step), and those parsing sources triggers, then skip it, and forked children share its pages.
     gc.freeze()
     prepare(tuple(dict.fromkeys(m for a in asks for m in a.methods)))
     gc.freeze()
-    subjects = tuple(run_isolated(replace(ask, unloaded=unloaded)) for ask in asks)
+    phases.done("probe modules and preparations")
+    subjects = []
+    for ask in asks:
+        subjects.append(run_isolated(replace(ask, unloaded=unloaded)))
+        phases.done(f"subject {ask.target}")
     return CellResult(
         matrix=request["matrix"],
         cell=request["cell"],
         requested=request["requested"],
         resolved=installed_versions(request["packages"]),
-        subjects=subjects,
-        seconds=round(time.monotonic() - start, 2),
+        subjects=tuple(subjects),
+        seconds=round(sum(seconds for _, seconds in phases.seen), 2),
+        phases=tuple(phases.seen),
     )
 
 
