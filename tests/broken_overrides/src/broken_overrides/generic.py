@@ -60,3 +60,11 @@ class SetterIgnoresModule(LlamaForCausalLM):
 
     def set_input_embeddings(self, value):
         self.spare_embeddings = value
+
+
+class SkipsHeadInit(LlamaForCausalLM):
+    """`_init_weights` that leaves the output head as it was drawn: one parameter group initialised otherwise."""
+
+    def _init_weights(self, module):
+        if module is not getattr(self, "lm_head", None):
+            super()._init_weights(module)
