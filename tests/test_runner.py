@@ -174,6 +174,9 @@ def test_a_name_deleted_alone_or_kept_alone_reruns_the_probes_that_differed_and_
     agreeing = {"override": runs["override"], "base": runs["override"]}  # the two agree: only where each ran
     assert [p.name for p in _to_run("base without m", probes, agreeing)] == ["b", "c"]
     assert [p.name for p in _to_run("only n", probes, agreeing)] == ["c", "d"]
+    deleting_n_changes = {**runs, "base without n": {"d": {"x": 2, "reached": []}}}
+    assert _to_run("only n", probes, deleting_n_changes) == []  # deleting it alone decides already
+    assert [p.name for p in _to_run("only m", probes, deleting_n_changes)] == ["a", "c"]
 
 
 def test_two_children_at_once_where_two_cores_are_free_for_one_torch_thread_each_and_one_without(monkeypatch):

@@ -62,6 +62,7 @@ from compat_matrix.results import (
     Override,
     SubjectResult,
     describe_exception,
+    equal,
     write_json_atomic,
 )
 
@@ -197,7 +198,10 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
         return job, own, f"making the {variant} variant"
 
     everything = variants.names(methods, per_method=True) if probes else []
-    for batch in (everything[:2], everything[2:]):  # the per-name variants need the first two's results
+    # Each batch needs the results of those before it: the per-name variants the first two's, and `only X` whether
+    # deleting X alone already changed something.
+    batches = (everything[:2], [v for v in everything if v.startswith(variants.WITHOUT)])
+    for batch in (*batches, [v for v in everything if v.startswith(variants.ONLY)]):
         todo = [(variant, ran) for variant in batch if (ran := _to_run(variant, probes, runs))]
         owns = _progress_files(progress, len(todo))
         works = [work(variant, ran, own) for (variant, ran), own in zip(todo, owns, strict=True)]
@@ -234,13 +238,23 @@ def _to_run(variant: str, probes: list[Probe], runs: dict[str, dict[str, Values]
     """The probes a variant runs: every one as shipped and with all audited names deleted. A per-name variant runs
     the same code as the variant it is compared with up to the first call of that name, so it runs the probes in
     which that name ran there (`base without X`: X as shipped; `only X`: X's base implementation with all
-    deleted), and those that differed between the first two (probes that inspect the class without calling it)."""
+    deleted), and those that differed between the first two (probes that inspect the class without calling it).
+    `only X` runs none where `base without X` already differs from the class as shipped."""
     chosen = variants.Variant(variant)
     if chosen.method is None:
         return probes
-    differed = {o.probe for o in pair(probes, runs) if o.carries and not o.same}
+    observed = pair(probes, runs)
+    if chosen.reference == variants.BASE and any(_deleting_changes(o, chosen.method) for o in observed):
+        return []  # deleting it from the class as shipped changes something: that context decides (evidence.judge)
+    differed = {o.probe for o in observed if o.carries and not o.same}
     reference = runs[chosen.reference]
     return [p for p in probes if p.name in differed or chosen.method in reference.get(p.name, {}).get(REACHED, ())]
+
+
+def _deleting_changes(observation: Observation, method: str) -> bool:
+    """Whether `base without method` observed something else than the class as shipped here."""
+    without = dict(observation.without)
+    return observation.carries and method in without and not equal(without[method], observation.override)
 
 
 def run_isolated(ask: Ask) -> SubjectResult:
