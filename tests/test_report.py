@@ -11,6 +11,7 @@ import pytest
 
 from compat_matrix import cli, collect, render, verdict
 from compat_matrix.cells import cells, result_path
+from compat_matrix.report import load_results, make_report
 from compat_matrix.results import CellResult, Observation, SubjectResult, read_cell_result, write_json_atomic
 from compat_matrix.spec import Axis, MatrixSpec, Subject, load
 
@@ -62,7 +63,7 @@ META = render.ReportMeta("demo", "matrix/demo.toml", "COMPAT_MATRIX=matrix/demo.
 
 
 def rendered() -> tuple[str, dict]:
-    report = cli.make_report(SPEC, RESULTS)
+    report = make_report(SPEC, RESULTS)
     return render.markdown(report), render.report_json(report)
 
 
@@ -151,7 +152,7 @@ def test_missing_or_damaged_result_files_become_labelled_rows(tmp_path, content,
     write_json_atomic(result_path(tmp_path, good), result("5.x", "5.24.0", observations()).to_json())
     if content is not None:
         result_path(tmp_path, bad).write_text(content)
-    loaded = collect.load_results(demo, [good, bad], tmp_path)
+    loaded = load_results(demo, [good, bad], tmp_path)
     assert loaded[0].status == "ok"
     assert loaded[1].status == status and message in loaded[1].reason
 

@@ -44,14 +44,13 @@ from packaging.version import Version
 from compat_matrix.cells import Cell
 from compat_matrix.envs import uv_environment
 from compat_matrix.results import write_json_atomic
-from compat_matrix.spec import PYTHON, MatrixError, MatrixSpec, Sweep, axis_specifier, dotted, show, timestamp
+from compat_matrix.spec import PYTHON, MatrixError, MatrixSpec, Sweep, axis_specifier, dotted, show
 
 PYPI = "https://pypi.org/simple/"
 ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 TIMEOUT = 30.0  # seconds for one answer of the index
 CACHE_SECONDS = 600.0  # how long an answer of the index is taken as today's
 CACHE_VARIABLE = "COMPAT_MATRIX_CACHE"  # the folder of compat-matrix's own cache
-EXCLUDE_NEWER_VARIABLE = "COMPAT_MATRIX_EXCLUDE_NEWER"  # `--exclude-newer` of one run: overrides the files' own
 
 
 class ResolveError(Exception):
@@ -327,22 +326,3 @@ def expand(spec: MatrixSpec, releases_of: Callable[[str], Sequence[Version]]) ->
             values += [str(v) for v in swept[axis.package, entry]] if isinstance(entry, Sweep) else [entry]
         axes.append(replace(axis, values=tuple(dict.fromkeys(values))))
     return replace(spec, axes=tuple(axes))
-
-
-def for_run(specs: Sequence[MatrixSpec], environ: Mapping[str, str]) -> tuple[list[MatrixSpec], list[str]]:
-    """The specs as a run uses them: `--exclude-newer` of the run (COMPAT_MATRIX_EXCLUDE_NEWER) in place of the
-    files' own, and every sweep expanded into releases; and the problems (bad input) that stop the run."""
-    problems: list[str] = []
-    newer = environ.get(EXCLUDE_NEWER_VARIABLE)
-    if newer:
-        try:
-            specs = [replace(s, exclude_newer=timestamp(newer)) for s in specs]
-        except ValueError as exc:
-            return list(specs), [f"--exclude-newer = {show(newer)}: {exc}"]
-    out = []
-    for spec in specs:
-        try:
-            out.append(expand(spec, lookup(environ, spec.exclude_newer)))
-        except MatrixError as exc:
-            problems += exc.problems
-    return out, problems

@@ -14,18 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from compat_matrix.results import OK, CellResult, Observation, SubjectResult, failure_in
+from compat_matrix.results import CellResult, Observation, SubjectResult, failure_in
 from compat_matrix.spec import Subject
+from compat_matrix.vocabulary import RAN, ObservationName, Status, VerdictKind
 
-SAME = "same"
-DIFFERS = "differs"
-INCONCLUSIVE = "inconclusive"
-NO_PROBE = "no probe"
-NOT_RUN = "not run"
-REACHED = "reached"  # as compat_matrix.probes names them
-ERROR = "error"
-WARNINGS = "warnings"
-INCONCLUSIVE_OBSERVATION = "inconclusive"
+OK = Status.OK
+SAME, DIFFERS, INCONCLUSIVE, NO_PROBE = (
+    VerdictKind.SAME,
+    VerdictKind.DIFFERS,
+    VerdictKind.INCONCLUSIVE,
+    VerdictKind.NO_PROBE,
+)
+REACHED, ERROR, WARNINGS = ObservationName.REACHED, ObservationName.ERROR, ObservationName.WARNINGS
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Verdict:
 
     @property
     def ran(self) -> bool:
-        return self.verdict in (SAME, DIFFERS, INCONCLUSIVE, NO_PROBE)
+        return self.verdict in RAN
 
     @property
     def following(self) -> str:
@@ -69,6 +69,17 @@ def decide(subject: SubjectResult, cell: CellResult | None = None) -> Verdict:
     return Verdict(INCONCLUSIVE, why) if why else Verdict(SAME)
 
 
+def could_not_run(result: CellResult, target: str | None = None) -> str | None:
+    """Why a cell counts as one that could not run (exit code 3), or None when it ran: its status, or every subject
+    (only `target`, if given) that could not run with its status. The one place this is decided."""
+    if result.status != OK:
+        return str(result.status)
+    subjects = [s for s in result.subjects if target is None or s.target == target]
+    if target is not None and not subjects:
+        return f"{target} {Status.NOT_RUN}"
+    return ", ".join(f"{s.target} {s.status}" for s in subjects if s.status != OK) or None
+
+
 def _follows(differing: list[Observation], methods: tuple[str, ...]) -> tuple[str, ...]:
     """The audited methods that, deleted alone, change some differing observation."""
     hit = {method for o in differing for method, value in o.without if value != o.override}
@@ -87,7 +98,7 @@ def unobserved(subject: SubjectResult) -> str | None:
     ran: set[str] = set()
     vacuous: list[str] = []
     for probe, observations in by_probe.items():
-        empty = observations.get(INCONCLUSIVE_OBSERVATION)
+        empty = observations.get(ObservationName.INCONCLUSIVE)
         if empty is not None and empty.override and empty.base:
             vacuous.append(f"{probe}: {empty.override}")
             continue
@@ -121,7 +132,7 @@ def phrase(verdict: Verdict) -> str:
 def add_verdicts(subjects: Any) -> Any:
     """The collected `subjects` frame with each row's Verdict (`decided`), `verdict` and `reason` added."""
     decided = [
-        decide(result, cell) if result is not None or cell.status != OK else Verdict(NOT_RUN, "no result for it")
+        decide(result, cell) if result is not None or cell.status != OK else Verdict(Status.NOT_RUN, "no result for it")
         for result, cell in zip(subjects["result"], subjects["cell_result"], strict=True)
     ]
     return subjects.assign(decided=decided, verdict=[d.verdict for d in decided], reason=[d.reason for d in decided])
