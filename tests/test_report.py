@@ -68,11 +68,11 @@ def rendered() -> tuple[str, dict]:
 
 
 def decided(results=RESULTS, subjects=SPEC.subjects):
-    return verdict.add_verdicts(collect.collect(results, subjects).subjects)
+    return verdict.judge(collect.collect(results, subjects).subjects)
 
 
 def test_rows_are_newest_first_by_version_not_string_order():
-    labels = list(collect.collect(RESULTS, SPEC.subjects).cells["label"])
+    labels = [row.label for row in collect.collect(RESULTS, SPEC.subjects).cells]
     assert labels == [
         "transformers 99.0 (requested)",
         "transformers 5.10.1",
@@ -82,14 +82,14 @@ def test_rows_are_newest_first_by_version_not_string_order():
 
 
 def test_verdicts_name_what_differs():
-    rows = decided().set_index("label")
-    assert rows.loc["transformers 4.57.6", "verdict"] == "same"
-    assert rows.loc["transformers 5.10.1", "verdict"] == "differs"
-    assert rows.loc["transformers 5.10.1", "decided"].differs == (
+    rows = {row.label: verdict for row, verdict in decided()}
+    assert rows["transformers 4.57.6"].verdict == "same"
+    assert rows["transformers 5.10.1"].verdict == "differs"
+    assert rows["transformers 5.10.1"].differs == (
         "enable_reaches_wrapped_model.layers_on",
         "kwargs_forwarded.error",
     )
-    assert rows.loc["transformers 99.0 (requested)", "verdict"] == "install-failed"
+    assert rows["transformers 99.0 (requested)"].verdict == "install-failed"
 
 
 def test_markdown_matches_golden():

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from compat_matrix import collect, conclude, render, verdict
+from compat_matrix import collect, conclude, render, verdict, wording, yourtests
 from compat_matrix.baseline import Change, compare, failing, load_report
 from compat_matrix.cells import Cell, read_result
 from compat_matrix.exits import Outcome
@@ -59,17 +59,25 @@ def load_results(spec: MatrixSpec, planned: tuple[Cell, ...] | list[Cell], repor
 
 
 def make_report(spec: MatrixSpec, results: list[CellResult], baseline: dict | None = None) -> render.Report:
-    """collect (ordered, labelled rows) → verdicts → conclusions → summaries, and what changed since `baseline`."""
+    """collect → verdicts → conclusions (per row, then per subject) → summaries in words, and what changed since
+    `baseline`: everything the files show, decided, for render to format."""
     collected = collect.collect(results, spec.subjects)
-    subjects = conclude.add_conclusions(verdict.add_verdicts(collected.subjects), titles())
-    unmet = tuple(verdict.unmet_expectations(subjects, spec.subjects))
+    judged = verdict.judge(collected.subjects)
+    rows = conclude.conclusions(judged, titles())
+    subjects = {
+        s.target: conclude.of_subject(s.target, s.methods, [r for r in rows if r.row.target == s.target])
+        for s in spec.subjects
+    }
+    summaries = {
+        target: wording.summarize(answer, yourtests.seen_tests([(r.label, r.row.result) for r in answer.rows]))
+        for target, answer in subjects.items()
+    }
     file = display_path(spec.path)
     newer = f" -- --exclude-newer={spec.exclude_newer}" if spec.exclude_newer else ""
     command = f"COMPAT_MATRIX={file} nox -s matrix{newer}"
     meta = render.ReportMeta(spec.name, file, command, spec.subjects, spec.exclude_newer)
-    decided = render.Report(
-        meta, replace(collected, subjects=subjects), conclude.summaries(subjects, spec.subjects), unmet
-    )
+    unmet = tuple(verdict.unmet_expectations(judged, spec.subjects))
+    decided = render.Report(meta, collected, rows, subjects, summaries, unmet)
     if baseline is None:
         return decided
     return replace(decided, changes=tuple(compare(baseline, render.report_json(decided))))
