@@ -35,6 +35,7 @@ SELFCHECK = (
         ROOT,
         Path(__file__),
         {
+            **os.environ,
             plan.FILES_VARIABLE: str(ROOT / "tests" / "broken_overrides" / "selfcheck.toml"),
             plan.REPORTS_VARIABLE: str(ROOT / "build" / "selfcheck"),
         },

@@ -91,6 +91,7 @@ def test_a_bisection_plans_a_cell_per_release_and_hands_them_down(tmp_path, answ
     asked = plan.Bisect(">=5.14", observation="entry_points.activation_checkpointing_enable")  # names made as it runs
     run = plan.make(replace(request, bisect=asked, runs=True, report=False))
     assert run.bisection.releases == ("5.14.1", "5.24.0") and run.bisection.target == "a.b:C"
+    assert run.cached and not run.report  # a bisection reuses earlier results and writes no report
     # 5.14.1 and 5.24.0 are among the sweep's cells: listed once
     assert [c.id for _, c in run.cells()] == [c.id for _, c in listed.cells()]
     assert run.bisection.cell(Version("5.24.0")).id == "cell:demo:transformers=5.24.0:torch=2.13.0"

@@ -199,3 +199,26 @@ def test_a_sweep_cannot_drift_between_the_cells_and_the_report(tmp_path, answere
     assert exits.code(report.outcome([written])) == exits.OK  # no cell the run never ran is expected
     cells = json.loads((tmp_path / "reports" / "demo.json").read_text())["cells"]
     assert sorted(c["cell"] for c in cells) == sorted(planned)
+
+
+def test_a_cell_that_could_not_run_is_counted_once_whatever_its_subjects(tmp_path, capsys):
+    two = PLAIN.replace('["5.14.1", "4.57.6"]', '["5.14.1"]') + '\n[[subjects]]\ntarget = "a.b:D"\n'
+    path = write(tmp_path, two)
+    (matrix,) = plan.make(plan.request_from({"COMPAT_MATRIX": str(path)}, tmp_path, tmp_path / "n.py")).matrices
+    (cell,) = matrix.cells
+    failed = tuple(
+        SubjectResult(t, (), status="import-failed", reason="No module named 'a'") for t in ("a.b:C", "a.b:D")
+    )
+    result = CellResult("demo", cell.id, cell.requested, {"transformers": "5.14.1"}, subjects=failed)
+    write_json_atomic(result_path(matrix.reports, cell), result.to_json())
+    assert cli.main(["report", str(path)]) == exits.CELL_FAILED
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == f"exit 3: 1 cell could not run: {cell.id} (a.b:C import-failed, a.b:D import-failed)"
+
+
+@pytest.mark.parametrize("command", ["list", "validate", "diff", "summary"])
+def test_commands_that_run_no_cell_say_what_their_exit_code_0_means(command, capsys):
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    text = capsys.readouterr().out
+    assert "  0   " in text and "every cell ran" not in text

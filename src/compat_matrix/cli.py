@@ -18,9 +18,8 @@ from pathlib import Path
 
 from compat_matrix import __version__, bisect, exits, plan, render, resolve
 from compat_matrix.baseline import compare, failing, load_report
-from compat_matrix.cells import cells
 from compat_matrix.exits import BadInput, Outcome
-from compat_matrix.spec import MatrixError, display_path, matrix_files
+from compat_matrix.spec import display_path, matrix_files
 
 EXIT_OK = exits.OK
 EXIT_UNMET = exits.UNMET
@@ -77,10 +76,8 @@ def cmd_report(args: argparse.Namespace) -> Outcome:
     for line in report.console(written, with_timings=True):
         print(line)
     if args.summary:
-        for w in written:
-            timings = f"\n<details><summary>Timings</summary>\n\n```\n{w.timings}\n```\n\n</details>\n"
-            with open(args.summary, "a", encoding="utf-8") as summary:
-                summary.write(render.truncate(w.markdown, args.limit // len(written) - len(timings)) + timings)
+        with open(args.summary, "a", encoding="utf-8") as summary:
+            summary.writelines(report.job_summary(w, args.limit // len(written)) for w in written)
     return report.outcome(written)
 
 
@@ -122,28 +119,14 @@ def cmd_list(args: argparse.Namespace) -> Outcome:
 def cmd_validate(args: argparse.Namespace) -> Outcome:
     loaded = plan.load(args.files)
     if loaded.problems:
-        raise MatrixError(list(loaded.problems))
-    problems: list[str] = []
-    for spec in loaded.specs:
-        if args.offline:
-            count = "sweeps, listed from the package index" if spec.sweeps else exits.plural(len(cells(spec)), "cell")
-            print(f"{display_path(spec.path)}: {count}")
-            continue
-        lookup = resolve.lookup(os.environ, spec.exclude_newer)
-        try:
-            expanded = resolve.expand(spec, lookup)
-            lines, found = resolve.check_axes(expanded, lookup)
-        except resolve.ResolveError as exc:
-            print(f"warning: axes not checked against the package index: {exc} (--offline skips it)", file=sys.stderr)
-            continue
-        except MatrixError as exc:
-            problems += exc.problems
-            continue
-        print(f"{display_path(spec.path)}: {exits.plural(len(cells(expanded)), 'cell')}")
-        print("\n".join(f"  {line}" for line in lines))
-        problems += found
-    if problems:
-        raise MatrixError(problems)
+        raise BadInput(loaded.problems)
+    checked = resolve.validate(loaded.specs, os.environ, args.offline)
+    for warning in checked.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if checked.lines:
+        print("\n".join(checked.lines))
+    if checked.problems:
+        raise BadInput(checked.problems)
     return Outcome()
 
 

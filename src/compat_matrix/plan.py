@@ -26,7 +26,7 @@ import textwrap
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from packaging.version import Version
 
@@ -77,6 +77,14 @@ class Request:
     bisect: Bisect | None = None
 
 
+class Expansion(NamedTuple):
+    """What one sweep of a matrix file stood for when the run was planned."""
+
+    package: str
+    sweep: str  # as said: "every minor in >=5.14"
+    releases: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class Matrix:
     """One matrix file as the run uses it."""
@@ -85,7 +93,7 @@ class Matrix:
     cells: tuple[Cell, ...]  # what its report covers, in file order
     reports: Path
     baseline: Path | None = None  # an earlier report of this matrix, checked
-    sweeps: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (package, the sweep, the releases it stands for)
+    sweeps: tuple[Expansion, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -171,7 +179,7 @@ class Plan:
                 tuple(map(_cell, m["cells"])),
                 Path(m["reports"]),
                 Path(m["baseline"]) if m["baseline"] else None,
-                tuple((package, sweep, tuple(releases)) for package, sweep, releases in m["sweeps"]),
+                tuple(Expansion(package, sweep, tuple(releases)) for package, sweep, releases in m["sweeps"]),
             )
             for m in data["matrices"]
         )
@@ -266,7 +274,7 @@ def make(request: Request, loaded: Loaded | None = None, environ: Mapping[str, s
             problems += exc.problems
             continue
         expanded = resolve.expand(matrix_spec, releases_of)
-        sweeps = tuple((package, str(sweep), tuple(map(str, found))) for package, sweep, found in swept)
+        sweeps = tuple(Expansion(package, str(sweep), tuple(map(str, found))) for package, sweep, found in swept)
         folder = request.reports or reports_folder(matrix_spec.path, request.home)
         matrices.append(Matrix(expanded, tuple(cells(expanded)), folder, sweeps=sweeps))
     if problems:
@@ -287,7 +295,7 @@ def make(request: Request, loaded: Loaded | None = None, environ: Mapping[str, s
         request.files,
         tuple(matrices),
         width or 1,
-        request.cached,
+        request.cached or request.bisect is not None,  # a bisection reuses the results of earlier runs
         tuple(request.cells) or None,
         request.report and not request.cells and not bisection,
         bisection=bisection,

@@ -116,6 +116,12 @@ def timings(results: list[CellResult]) -> str:
     return "\n".join(lines)
 
 
+def job_summary(written: Written, limit: int) -> str:
+    """The markdown cut to `limit` bytes, tables first, with the timings after it: for a CI job's summary."""
+    timings = f"\n<details><summary>Timings</summary>\n\n```\n{written.timings}\n```\n\n</details>\n"
+    return render.truncate(written.markdown, limit - len(timings)) + timings
+
+
 def outcome(written: list[Written]) -> Outcome:
     """What the reports call for: the cells that could not run, and the checks that failed (unmet expectations,
     and changes since the baseline that fail)."""

@@ -41,10 +41,11 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from compat_matrix.cells import Cell
+from compat_matrix.cells import Cell, cells
 from compat_matrix.envs import uv_environment
+from compat_matrix.exits import plural
 from compat_matrix.results import write_json_atomic
-from compat_matrix.spec import PYTHON, MatrixError, MatrixSpec, Sweep, axis_specifier, dotted, show
+from compat_matrix.spec import PYTHON, MatrixError, MatrixSpec, Sweep, axis_specifier, display_path, dotted, show
 
 PYPI = "https://pypi.org/simple/"
 ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
@@ -326,3 +327,38 @@ def expand(spec: MatrixSpec, releases_of: Callable[[str], Sequence[Version]]) ->
             values += [str(v) for v in swept[axis.package, entry]] if isinstance(entry, Sweep) else [entry]
         axes.append(replace(axis, values=tuple(dict.fromkeys(values))))
     return replace(spec, axes=tuple(axes))
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What checking matrix files against the index says: lines to show, warnings, and problems (bad input)."""
+
+    lines: tuple[str, ...]
+    warnings: tuple[str, ...]
+    problems: tuple[str, ...]
+
+
+def validate(specs: Sequence[MatrixSpec], environ: Mapping[str, str], offline: bool = False) -> Checked:
+    """Every axis value of every spec resolved against the index (unless `offline`): per file its cells and what
+    each value resolves to. A value that no release matches is a problem; an index that cannot be read, a warning."""
+    lines: list[str] = []
+    warnings: list[str] = []
+    problems: list[str] = []
+    for spec in specs:
+        if offline:
+            count = "sweeps, listed from the package index" if spec.sweeps else plural(len(cells(spec)), "cell")
+            lines.append(f"{display_path(spec.path)}: {count}")
+            continue
+        releases_of = lookup(environ, spec.exclude_newer)
+        try:
+            expanded = expand(spec, releases_of)
+            said, found = check_axes(expanded, releases_of)
+        except ResolveError as exc:
+            warnings.append(f"axes not checked against the package index: {exc} (--offline skips it)")
+            continue
+        except MatrixError as exc:
+            problems += exc.problems
+            continue
+        lines += [f"{display_path(spec.path)}: {plural(len(cells(expanded)), 'cell')}", *(f"  {s}" for s in said)]
+        problems += found
+    return Checked(tuple(lines), tuple(warnings), tuple(problems))

@@ -21,7 +21,7 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -51,13 +51,19 @@ class MatrixError(BadInput):
     """A matrix file that cannot be used; `problems` holds one line per problem."""
 
 
+class Expectation(NamedTuple):
+    """The verdict a matrix file expects on the releases of the first axis that `range` allows."""
+
+    range: str  # a PEP 440 specifier, or "*"
+    verdict: str  # one of EXPECTABLE
+
+
 @dataclass(frozen=True)
 class Subject:
     target: str  # "module:Class"
     methods: tuple[str, ...]
     factory: str | None = None  # "module:callable"; None means the default factory
-    # (version range of the first axis, or "*"; expected verdict), in file order: the first match applies
-    expect: tuple[tuple[str, str], ...] = ()
+    expect: tuple[Expectation, ...] = ()  # in file order: the first match applies
     # "probe.observation" that must differ wherever `differs` is expected, with the base side free of errors there
     catches: tuple[str, ...] = ()
     tests: tuple[str, ...] = ()  # the user's pytest node ids or paths, made absolute
@@ -81,7 +87,7 @@ class Subject:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Subject:
-        expect = tuple((str(spec), str(verdict)) for spec, verdict in data["expect"])
+        expect = tuple(Expectation(str(spec), str(verdict)) for spec, verdict in data["expect"])
         return cls(
             data["target"],
             tuple(data["methods"]),
@@ -608,7 +614,7 @@ def _identifier(name: str) -> bool:
     return name.isidentifier() and not keyword.iskeyword(name)
 
 
-def _expect(table: Any, at: Context) -> tuple[tuple[str, str], ...]:
+def _expect(table: Any, at: Context) -> tuple[Expectation, ...]:
     if not isinstance(table, dict):
         at.problem(table, 'a table of version range = verdict, e.g. {">=5.23" = "differs", "*" = "same"}')
         return ()
@@ -621,7 +627,7 @@ def _expect(table: Any, at: Context) -> tuple[tuple[str, str], ...]:
                 here.problem(verdict, f"{show(spec)} is not '*' or a PEP 440 specifier")
         if not isinstance(verdict, str) or verdict not in EXPECTABLE:
             here.problem(verdict, f"expected one of {', '.join(EXPECTABLE)}")
-    return tuple(table.items())
+    return tuple(Expectation(spec, verdict) for spec, verdict in table.items())
 
 
 def _catches(values: Any, at: Context) -> tuple[str, ...]:
