@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from compat_matrix.collect import SubjectRow
 from compat_matrix.results import Observation, SubjectResult, failure_in
@@ -134,6 +134,20 @@ def deprecations(subject: SubjectResult | None) -> tuple[Deprecation, ...]:
     return tuple(found)
 
 
+class Alone(NamedTuple):
+    """What deleting one audited method alone does on a release."""
+
+    method: str
+    conclusion: Conclusion
+
+
+class OnRelease(NamedTuple):
+    """One override's conclusion on one tested release."""
+
+    label: str  # "transformers 5.24.0"
+    conclusion: Conclusion
+
+
 @dataclass(frozen=True)
 class Concluded:
     """One cell × subject, concluded: what the conclusions step adds to a judged row."""
@@ -141,7 +155,7 @@ class Concluded:
     row: SubjectRow
     verdict: Verdict
     conclusion: Conclusion  # what deleting every audited method does
-    per_method: tuple[tuple[str, Conclusion], ...] = ()  # (method, what deleting it alone does)
+    per_method: tuple[Alone, ...] = ()
     deprecations: tuple[Deprecation, ...] = ()
 
     @property
@@ -159,7 +173,7 @@ def conclusions(judged: Sequence[Judged], titles: dict[str, str]) -> tuple[Concl
     for row, verdict in judged:
         named = {**titles, **dict(row.result.titles)} if row.result is not None else titles
         methods = row.result.methods if row.result is not None else ()
-        per_method = tuple((m, conclude_method(row.result, verdict, m, named)) for m in methods)
+        per_method = tuple(Alone(m, conclude_method(row.result, verdict, m, named)) for m in methods)
         conclusion = conclude(row.result, verdict, named)
         out.append(Concluded(row, verdict, conclusion, per_method, deprecations(row.result)))
     return tuple(out)
@@ -204,7 +218,7 @@ class Override:
 
     target: str
     name: str
-    by_release: tuple[tuple[str, Conclusion], ...]  # (label, conclusion), newest first
+    by_release: tuple[OnRelease, ...]  # newest first
     advice: Advice
 
 
@@ -230,6 +244,6 @@ def of_subject(target: str, methods: tuple[str, ...], rows: Sequence[Concluded])
     per_method = len(methods) > 1 and any(row.verdict.per_method for row in rows)
     overrides = []
     for method in methods:
-        by_release = tuple((r.label, r.of(method) if per_method else r.conclusion) for r in rows)
+        by_release = tuple(OnRelease(r.label, r.of(method) if per_method else r.conclusion) for r in rows)
         overrides.append(Override(target, method, by_release, advise(by_release)))
     return SubjectConclusions(target, methods, tuple(rows), tuple(overrides))

@@ -262,21 +262,8 @@ def make(request: Request, loaded: Loaded | None = None, environ: Mapping[str, s
     that a cell installs what was asked for."""
     loaded = loaded or load(request.files)
     problems = list(loaded.problems)
-    newer = _timestamp(request.exclude_newer, problems)
     lookups = Lookups(environ)
-    matrices = []
-    for raw in loaded.specs:
-        matrix_spec = replace(raw, exclude_newer=newer or raw.exclude_newer, mutants=raw.mutants or request.mutants)
-        releases_of = lookups(matrix_spec.exclude_newer)
-        try:
-            swept = resolve.expansions(matrix_spec, releases_of)
-        except MatrixError as exc:
-            problems += exc.problems
-            continue
-        expanded = resolve.expand(matrix_spec, releases_of)
-        sweeps = tuple(Expansion(package, str(sweep), tuple(map(str, found))) for package, sweep, found in swept)
-        folder = request.reports or reports_folder(matrix_spec.path, request.home)
-        matrices.append(Matrix(expanded, tuple(cells(expanded)), folder, sweeps=sweeps))
+    matrices = _matrices(loaded.specs, request, lookups, problems)
     if problems:
         raise BadInput(problems)
     matrices = _with_baselines(matrices, request.baselines, problems)
@@ -304,6 +291,26 @@ def make(request: Request, loaded: Loaded | None = None, environ: Mapping[str, s
         return plan
     pins, unpinned = pinned(plan.cells(), lookups)
     return replace(plan, pins=pins, unpinned=unpinned)
+
+
+def _matrices(specs: Sequence[MatrixSpec], request: Request, lookups: Lookups, problems: list[str]) -> list[Matrix]:
+    """Each spec as the run uses it: the run's --exclude-newer and --mutants applied, its sweeps expanded into
+    releases, its cells, its reports folder. Problems go to `problems`."""
+    newer = _timestamp(request.exclude_newer, problems)
+    matrices = []
+    for raw in specs:
+        matrix_spec = replace(raw, exclude_newer=newer or raw.exclude_newer, mutants=raw.mutants or request.mutants)
+        releases_of = lookups(matrix_spec.exclude_newer)
+        try:
+            swept = resolve.expansions(matrix_spec, releases_of)
+        except MatrixError as exc:
+            problems += exc.problems
+            continue
+        expanded = resolve.expand(matrix_spec, releases_of)
+        sweeps = tuple(Expansion(package, str(sweep), tuple(map(str, found))) for package, sweep, found in swept)
+        folder = request.reports or reports_folder(matrix_spec.path, request.home)
+        matrices.append(Matrix(expanded, tuple(cells(expanded)), folder, sweeps=sweeps))
+    return matrices
 
 
 def _checked(check: Callable[[], Any], problems: list[str]) -> Any:

@@ -5,11 +5,21 @@ are render's (the tables) and wording's (the recommendation's last word)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from compat_matrix.results import SubjectResult
 
 PASSING, FAILING = ("passed",), ("failed", "error")
 TEST_COLUMNS = ("needs the override", "fails only with the override", "passes in both", "fails in both", "other")
+
+
+class TestsOn(NamedTuple):
+    """The user's tests on one tested release, in the columns of TEST_COLUMNS."""
+
+    __test__ = False  # not a test class, for pytest's collection of modules that import it
+
+    label: str
+    columns: tuple[tuple[str, ...], ...]  # one tuple of tests per column
 
 
 @dataclass(frozen=True)
@@ -20,7 +30,7 @@ class TestsSeen:
 
     __test__ = False  # not a test class, for pytest's collection of modules that import it
 
-    per_version: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]  # (label, one tuple of tests per column)
+    per_version: tuple[TestsOn, ...]
     catches: tuple[tuple[str, str], ...]  # (test, what it catches, said once or per version)
     catch_none: tuple[str, ...]
     adds_nothing: tuple[tuple[str, str], ...]  # (test, a test that catches all it catches)
@@ -56,7 +66,7 @@ def seen_tests(rows: list[tuple[str, SubjectResult | None]]) -> TestsSeen | None
         columns: list[list[str]] = [[] for _ in TEST_COLUMNS]
         for t in result.tests:
             columns[_column(t.override, t.base)].append(names[t.id])
-        per_version.append((label, tuple(tuple(c) for c in columns)))
+        per_version.append(TestsOn(label, tuple(tuple(c) for c in columns)))
     mutated = [(label, r) for label, r in ran if r.mutants]
     caught: dict[str, dict[str, tuple[str, ...]]] = {}
     for label, result in mutated:
