@@ -8,8 +8,8 @@ from compat_matrix.collect import SubjectRow
 from compat_matrix.conclude import Concluded, conclude, conclude_method, deprecations, of_subject
 from compat_matrix.results import CellResult, Observation, SubjectResult
 from compat_matrix.verdict import decide
-from compat_matrix.vocabulary import ConclusionKind
-from compat_matrix.wording import glance, phrase, summarize, versions_text
+from compat_matrix.vocabulary import AdviceKind, ConclusionKind
+from compat_matrix.wording import PLAIN, glance, phrase, summarize, versions_text
 
 HARMFUL, NEEDED, DIFFERENTLY = ConclusionKind.HARMFUL, ConclusionKind.NEEDED, ConclusionKind.DIFFERENTLY
 REDUNDANT = ConclusionKind.REDUNDANT
@@ -134,3 +134,48 @@ def test_one_method_redundant_everywhere_is_safe_to_delete():
     said = summarized((A,), ("transformers 5.1.0", same), ("transformers 5.0.0", same))
     assert said.lines == ("**redundant** on transformers 5.0.0, 5.1.0: deleting changes nothing there.",)
     assert said.recommendation == "Deleting the override of `switch_on` is safe on every tested version."
+
+
+def test_a_conclusion_per_override_and_release_with_its_advice():
+    """What a grid of one row per audited override renders from: structured, no words."""
+    harmful = Observation(
+        "trainer_step",
+        "default",
+        "error: TypeError: x",
+        {"steps": 1},
+        without=((A, {"steps": 1}), (B, "error: TypeError: x")),
+    )
+    same = result(Observation("trainer_step", "default", 1, 1), seen(A, B), methods=(A, B))
+    answer = of_subject(
+        "m:C", (A, B), rows(("transformers 5.1.0", result(harmful, methods=(A, B))), ("transformers 5.0.0", same))
+    )
+    on, off = answer.overrides
+    assert (on.target, on.name, off.name) == ("m:C", A, B)
+    assert [(r.label, r.conclusion.kind) for r in on.by_release] == [
+        ("transformers 5.1.0", HARMFUL),
+        ("transformers 5.0.0", REDUNDANT),
+    ]
+    (contrast,) = on.by_release[0].conclusion.contrasts
+    assert contrast.error == "TypeError: x" and contrast.observation.name == "default"
+    assert on.advice.kind == AdviceKind.DELETE and on.advice.on(HARMFUL) == ("transformers 5.1.0",)
+    assert [r.conclusion.kind for r in off.by_release] == [
+        REDUNDANT,
+        REDUNDANT,
+    ] and off.advice.kind == AdviceKind.DELETE
+
+
+def test_each_format_escapes_its_own_text():
+    """The same sentences in markdown (code in backticks, observed text escaped) and in plain text (as observed)."""
+    hostile = Observation("trainer_step", "error", None, "NotImplementedError: *_[x]`y`")
+    answer = of_subject("m:C", (A,), rows(("transformers 5.1.0", result(hostile))))
+    markdown, plain = summarize(answer), summarize(answer, style=PLAIN)
+    assert markdown.lines == (
+        "**needed** on transformers 5.1.0 (follows `switch_on`): without the override, Trainer step raise"
+        " “NotImplementedError: \\*\\_\\[x\\]'y'”; with it they run.",
+    )
+    assert plain.lines == (
+        "needed on transformers 5.1.0 (follows switch_on): without the override, Trainer step raise"
+        " “NotImplementedError: *_[x]`y`”; with it they run.",
+    )
+    assert markdown.recommendation == "Keep the override of `switch_on`: needed on transformers 5.1.0."
+    assert plain.recommendation == "Keep the override of switch_on: needed on transformers 5.1.0."
