@@ -15,6 +15,14 @@ HARMFUL, NEEDED, DIFFERENTLY = ConclusionKind.HARMFUL, ConclusionKind.NEEDED, Co
 REDUNDANT = ConclusionKind.REDUNDANT
 A, B = "switch_on", "switch_off"
 TITLES = {"trainer_step": "Trainer step"}
+# A Trainer step that raises as shipped and runs with `switch_on` deleted alone (not with `switch_off` deleted alone)
+RAISES_WITH_A = Observation(
+    "trainer_step",
+    "default",
+    "error: TypeError: x",
+    {"steps": 1},
+    without=((A, {"steps": 1}), (B, "error: TypeError: x")),
+)
 
 
 def result(*observations, methods=(A,)):
@@ -49,13 +57,7 @@ def test_a_difference_is_harmful_needed_or_different_and_the_phrase_carries_the_
 
 
 def test_deleting_one_method_alone_is_judged_from_its_own_variant():
-    differs = Observation(
-        "trainer_step",
-        "default",
-        "error: TypeError: x",
-        {"steps": 1},
-        without=((A, {"steps": 1}), (B, "error: TypeError: x")),
-    )
+    differs = RAISES_WITH_A
     subject = result(differs, methods=(A, B))
     verdict = decide(subject)
     assert verdict.follows == (A,)
@@ -96,13 +98,7 @@ def summarized(methods, *kinds_by_label):
 
 
 def test_the_recommendation_follows_the_conclusions_on_every_version():
-    harmful = Observation(
-        "trainer_step",
-        "default",
-        "error: TypeError: x",
-        {"steps": 1},
-        without=((A, {"steps": 1}), (B, "error: TypeError: x")),
-    )
+    harmful = RAISES_WITH_A
     needed = Observation("trainer_step", "error", None, "E: y", without=((A, None), (B, "E: y")))
     warned = Observation(
         "trainer_step",
@@ -138,13 +134,7 @@ def test_one_method_redundant_everywhere_is_safe_to_delete():
 
 def test_a_conclusion_per_override_and_release_with_its_advice():
     """What a grid of one row per audited override renders from: structured, no words."""
-    harmful = Observation(
-        "trainer_step",
-        "default",
-        "error: TypeError: x",
-        {"steps": 1},
-        without=((A, {"steps": 1}), (B, "error: TypeError: x")),
-    )
+    harmful = RAISES_WITH_A
     same = result(Observation("trainer_step", "default", 1, 1), seen(A, B), methods=(A, B))
     answer = of_subject(
         "m:C", (A, B), rows(("transformers 5.1.0", result(harmful, methods=(A, B))), ("transformers 5.0.0", same))
