@@ -5,11 +5,14 @@
                                       releases whose every file is yanked are left out; with `before`, as of then
                                       (PEP 700 upload times, as uv's --exclude-newer; files without one count)
     lookup(environ, before)           `releases` for one run: the index's answer is kept in a small file for a few
-                                      minutes (`cache_folder`), so the noxfile's import, `nox -l`, the run and its
-                                      cells ask the index once
+                                      minutes (`cache_folder`), so that `nox -l` and the run that follows it ask
+                                      the index once
     resolve("5.x", versions)          the newest release an axis value allows, or None
     expand(spec, releases_of)         the spec with every sweep replaced by the releases it stands for
     pins(cell, releases_of)           the release each ranged axis value of a cell resolves to today
+    validate(specs, environ)          every axis value of matrix files resolved, for `compat-matrix validate`
+
+Only the process that plans a run asks (compat_matrix.plan); the processes it starts read the plan.
 
 Reading the index's answer is pure (`uploads_json`, `parse_html`, `versions_in`, `sweep`) and tested on recorded
 answers; `fetch` is the one network call.
