@@ -20,22 +20,28 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from compat_matrix import sessions  # noqa: E402
+from compat_matrix import plan, sessions  # noqa: E402
 
 nox.needs_version = ">=2026.8.10"  # allow_parallel; the same bound as in pyproject.toml
 
-RUN = sessions.plan(ROOT, Path(__file__), os.environ)
+RUN = sessions.front(ROOT, Path(__file__), os.environ)
 sessions.register(RUN)
-# The probes against the broken overrides that ship with them; its reports stay out of reports/.
-SELFCHECK = sessions.plan(
-    ROOT,
-    Path(__file__),
-    {
-        sessions.FILES_VARIABLE: str(ROOT / "tests" / "broken_overrides" / "selfcheck.toml"),
-        sessions.REPORTS_VARIABLE: str(ROOT / "build" / "selfcheck"),
-    },
+# The probes against the broken overrides that ship with them; its reports stay out of reports/. Planned by the first
+# process of a run only: the processes a run starts get their cells from its plan.
+SELFCHECK = (
+    None
+    if RUN.request is None
+    else sessions.front(
+        ROOT,
+        Path(__file__),
+        {
+            **os.environ,
+            plan.FILES_VARIABLE: str(ROOT / "tests" / "broken_overrides" / "selfcheck.toml"),
+            plan.REPORTS_VARIABLE: str(ROOT / "build" / "selfcheck"),
+        },
+    )
 )
-if not {s.name for s in SELFCHECK.specs} & {s.name for s in RUN.specs}:
+if SELFCHECK is not None and not SELFCHECK.names & RUN.names:
     sessions.register(SELFCHECK, with_matrix=False)
 
 
@@ -43,7 +49,7 @@ if not {s.name for s in SELFCHECK.specs} & {s.name for s in RUN.specs}:
 def selfcheck(session: nox.Session) -> None:
     """Every probe against its broken overrides: fails unless each differs where selfcheck.toml expects it, in the
     observations it names (never where the base errored), and the controls stay `same`."""
-    sessions.matrix_session(session, SELFCHECK)
+    sessions.matrix_session(session, SELFCHECK or RUN)
 
 
 @nox.session

@@ -12,6 +12,8 @@ from compat_matrix.spec import load
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKEN = ROOT / "tests" / "broken_overrides"
+INDEX = ROOT / "tests" / "index" / "transformers.json"  # an answer of PyPI, recorded: 4.57.1 … 5.24.0
+UNREACHABLE = "http://127.0.0.1:9/simple"  # the discard port: nothing listens
 
 
 @pytest.fixture(autouse=True)
@@ -20,6 +22,24 @@ def index_cache(tmp_path_factory, monkeypatch):
     folder = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("COMPAT_MATRIX_CACHE", str(folder))
     return folder
+
+
+@pytest.fixture
+def answered(monkeypatch, index_cache):
+    """The index answers as recorded (4.57.1 … 5.24.0), kept in the test's cache; asking it again would fail."""
+    monkeypatch.setenv("UV_DEFAULT_INDEX", UNREACHABLE)
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    monkeypatch.delenv("UV_FIND_LINKS", raising=False)
+    answer(INDEX.read_text())
+
+
+def answer(text: str) -> None:
+    """What the index answers for transformers from now on (for a few minutes), as if it had just been asked."""
+    from compat_matrix import resolve
+
+    for kept in (resolve.cache_folder(os.environ) / "index").glob("*.json"):
+        kept.unlink()
+    resolve.cached_uploads("transformers", os.environ, lambda url: text)
 
 
 def catches() -> dict[str, list[tuple[str, str]]]:

@@ -8,7 +8,7 @@ import math
 import pytest
 from packaging.version import Version
 
-from compat_matrix import bisect
+from compat_matrix import bisect, verdict
 from compat_matrix.results import CellResult, Observation, SubjectResult
 
 TARGET = "pkg.mod:Wrapper"
@@ -148,7 +148,7 @@ def subject(*observations: Observation, status: str = "ok") -> SubjectResult:
     ],
 )
 def test_outcome_is_the_verdict_or_one_observation(result, observation, expected):
-    assert bisect.failure(result, TARGET) is None
+    assert verdict.could_not_run(result, TARGET) is None
     assert bisect.outcome(result, TARGET, observation) == expected
 
 
@@ -161,7 +161,7 @@ def test_outcome_is_the_verdict_or_one_observation(result, observation, expected
     ],
 )
 def test_a_cell_that_gave_no_outcome_says_why(result, expected):
-    assert bisect.failure(result, TARGET) == expected
+    assert verdict.could_not_run(result, TARGET) == expected
 
 
 def test_answer_file_and_line():

@@ -7,11 +7,11 @@ import os
 import re
 import stat
 import tempfile
-from pathlib import Path
+from dataclasses import replace
 
 import pytest
 
-from compat_matrix import __version__, cli, exits, sessions
+from compat_matrix import __version__, cli, exits, plan, sessions
 from compat_matrix.cells import cells, reports_folder, result_path
 from compat_matrix.results import CellResult, write_json_atomic
 from compat_matrix.spec import load
@@ -119,13 +119,13 @@ def test_reports_go_beside_a_matrix_file_from_elsewhere(tmp_path, monkeypatch, c
     ],
 )
 def test_lanes(environ, cpus, gib, expected):
-    assert sessions.lanes(environ, cpus, gib * 1024**3) == expected
+    assert plan.lanes(environ, cpus, gib * 1024**3) == expected
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "two", "1.5", "１"])
 def test_bad_lanes_are_refused_with_the_value(value):
     with pytest.raises(ValueError, match=f"COMPAT_MATRIX_LANES = '{value}'"):
-        sessions.lanes({"COMPAT_MATRIX_LANES": value}, 2, 2**40)
+        plan.lanes({"COMPAT_MATRIX_LANES": value}, 2, 2**40)
 
 
 @pytest.mark.parametrize(
@@ -142,16 +142,18 @@ def test_options_of_the_outer_nox_that_matter_to_the_cells_reach_them(argv, expe
     assert sessions.forwarded(argv) == expected
 
 
-def test_a_plan_hands_its_files_and_reports_to_the_nested_nox(tmp_path, monkeypatch):
+def test_a_plan_hands_its_files_and_reports_to_the_nested_nox_in_one_file(tmp_path, monkeypatch):
     matrix = tmp_path / "m.toml"
     matrix.write_text(MATRIX)
     monkeypatch.setenv("COMPAT_MATRIX_REPORTS", "/somewhere/else")
-    run = sessions.plan(tmp_path, tmp_path / "noxfile.py", {"COMPAT_MATRIX": str(matrix)})
-    assert run.override is None and run.folder(run.specs[0]) == tmp_path / "reports"
-    environ = run.environ()
-    assert "COMPAT_MATRIX_REPORTS" not in environ  # not inherited: the nested nox must plan this very run
-    again = sessions.plan(Path(environ["COMPAT_MATRIX_HOME"]), tmp_path / "noxfile.py", environ)
-    assert again == run
+    monkeypatch.setenv("COMPAT_MATRIX_LANES", "7")
+    run = sessions.front(tmp_path, tmp_path / "noxfile.py", {"COMPAT_MATRIX": str(matrix)}).plan
+    assert run.matrices[0].reports == tmp_path / "reports"
+    environ = plan.nested_environ(os.environ, plan.write(run, tmp_path / ".nox"))
+    # not inherited: the nested nox runs this very plan, and the plan's path is all it is handed
+    assert {k for k in environ if k.startswith("COMPAT_MATRIX")} <= {"COMPAT_MATRIX_PLAN", "COMPAT_MATRIX_CACHE"}
+    again = sessions.front(tmp_path / "elsewhere", tmp_path / "noxfile.py", environ)
+    assert again.plan == replace(run, handed_down=True) and again.request is None
 
 
 def test_run_refuses_bad_input_before_anything_runs(tmp_path, capsys, monkeypatch):
@@ -189,20 +191,27 @@ def test_the_readme_commands_install_compat_matrix_and_ci_runs_the_test_command(
 def test_an_unexpected_error_in_the_matrix_session_is_exit_code_4(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
-    def broken() -> int:
+    def broken() -> exits.Outcome:
         return {}["no such key"]
 
-    assert sessions.guarded(broken) == exits.UNEXPECTED
+    outcome = exits.guarded(broken)
+    assert exits.code(outcome) == exits.UNEXPECTED
+    with pytest.raises(SystemExit) as done:
+        sessions.finish(outcome)
+    assert done.value.code == exits.UNEXPECTED
     assert capsys.readouterr().err.startswith("exit 4: unexpected error KeyError: 'no such key' (traceback in ")
-    assert sessions.guarded(lambda: 3) == 3
+    assert exits.code(exits.guarded(lambda: exits.Outcome(could_not_run=("c (crashed)",)))) == 3
 
 
 def test_a_python_without_the_report_s_dependencies_is_told_so_before_any_cell_runs(tmp_path, capsys, monkeypatch):
     matrix = tmp_path / "m.toml"
     matrix.write_text(MATRIX)
-    run = sessions.plan(tmp_path, tmp_path / "noxfile.py", {"COMPAT_MATRIX": str(matrix)})
+    run = sessions.front(tmp_path, tmp_path / "noxfile.py", {"COMPAT_MATRIX": str(matrix)}).plan
     monkeypatch.setattr(sessions, "REPORT_NEEDS", ("pandas", "no_such_dependency_here"))
-    assert sessions.run_matrix(run, None, tmp_path / ".nox", [], [], cached=False) == exits.BAD_INPUT
+    outcome = exits.guarded(lambda: sessions.run_matrix(run, tmp_path / ".nox", []))
+    with pytest.raises(SystemExit) as done:
+        sessions.finish(outcome)
+    assert done.value.code == exits.BAD_INPUT
     out = capsys.readouterr()
     assert "error: the report needs no_such_dependency_here in this Python" in out.err
     assert out.out.strip().endswith("exit 2: bad input, nothing ran")

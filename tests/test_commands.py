@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
-from compat_matrix import cli, resolve, sessions
-from compat_matrix.cells import Cell
+from compat_matrix import cli, plan, sessions
+from compat_matrix.exits import BadInput
+from conftest import UNREACHABLE
 
-INDEX = Path(__file__).parent / "index" / "transformers.json"
-UNREACHABLE = "http://127.0.0.1:9/simple"  # the discard port: nothing listens
 MATRIX = """
 [matrix]
 name = "demo"
@@ -28,16 +29,6 @@ target = "a.b:C"
 """
 
 
-@pytest.fixture
-def answered(monkeypatch, index_cache):
-    """The index answers as recorded (4.57.1 … 5.24.0); asking it again would fail."""
-    monkeypatch.setenv("UV_DEFAULT_INDEX", UNREACHABLE)
-    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
-    monkeypatch.delenv("UV_FIND_LINKS", raising=False)
-    monkeypatch.setenv("COMPAT_MATRIX_EXCLUDE_NEWER", "")  # restored afterwards: `bisect` sets it for its cells
-    resolve.cached_uploads("transformers", os.environ, lambda url: INDEX.read_text())
-
-
 def write(folder: Path, text: str = MATRIX) -> Path:
     path = folder / "m.toml"
     path.write_text(text)
@@ -45,9 +36,9 @@ def write(folder: Path, text: str = MATRIX) -> Path:
 
 
 def test_a_sweep_registers_a_cell_per_release_with_a_stable_id(tmp_path, answered):
-    run = sessions.plan(tmp_path, tmp_path / "noxfile.py", {**os.environ, "COMPAT_MATRIX": str(write(tmp_path))})
+    run = sessions.front(tmp_path, tmp_path / "noxfile.py", {**os.environ, "COMPAT_MATRIX": str(write(tmp_path))})
     assert run.problems == ()
-    assert [c.id for _, c in run.cells] == [
+    assert [c.id for _, c in run.plan.cells()] == [
         "cell:demo:transformers=4.57.x:torch=2.13.0",
         "cell:demo:transformers=5.0.0:torch=2.13.0",
         "cell:demo:transformers=5.14.1:torch=2.13.0",
@@ -67,24 +58,22 @@ def test_list_shows_the_expansion(tmp_path, answered, capsys):
 
 def test_exclude_newer_of_a_run_overrides_the_files(tmp_path, answered, capsys):
     path = write(tmp_path, MATRIX.replace('name = "demo"', 'name = "demo"\nexclude_newer = 2026-01-01'))
-    run = sessions.plan(tmp_path, tmp_path / "noxfile.py", {**os.environ, "COMPAT_MATRIX": str(path)})
-    assert "no release of transformers in it (the newest is 5.0.0rc1)" in run.problems[0]  # no final 5.x yet
-    environ = {**os.environ, "COMPAT_MATRIX": str(path), "COMPAT_MATRIX_EXCLUDE_NEWER": "2026-08-01"}
-    run = sessions.plan(tmp_path, tmp_path / "noxfile.py", environ)
-    assert [c.requested["transformers"] for _, c in run.cells] == ["4.57.x", "5.0.0", "5.14.1"]
-    assert run.specs[0].exclude_newer == "2026-08-01T00:00:00Z"
-    assert sessions.option_value(["--cached", "--exclude-newer", "2026-08-01"], "--exclude-newer") == (
-        "2026-08-01",
-        ["--cached"],
-    )
-    assert sessions.option_value(["--exclude-newer=2026-08-01"], "--exclude-newer") == ("2026-08-01", [])
+    front = sessions.front(tmp_path, tmp_path / "noxfile.py", {**os.environ, "COMPAT_MATRIX": str(path)})
+    assert "no release of transformers in it (the newest is 5.0.0rc1)" in front.problems[0]  # no final 5.x yet
+    options = sessions.matrix_options(["--cached", "--exclude-newer", "2026-08-01"])
+    assert options == {"cached": True, "mutants": False, "exclude_newer": "2026-08-01", "baselines": ()}
+    assert sessions.matrix_options(["--exclude-newer=2026-08-01"])["exclude_newer"] == "2026-08-01"
+    run = sessions.session_plan(front, **options)
+    assert [c.requested["transformers"] for _, c in run.cells()] == ["4.57.x", "5.0.0", "5.14.1"]
+    assert run.matrices[0].spec.exclude_newer == "2026-08-01T00:00:00Z"
+    assert run.pins[run.matrices[0].cells[0].id] == {"transformers": "4.57.6"}  # resolved once, for every process
 
 
 def test_a_sweep_without_an_index_is_one_line_and_exit_code_2(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("UV_DEFAULT_INDEX", UNREACHABLE)
     path = write(tmp_path)
-    run = sessions.plan(tmp_path, tmp_path / "noxfile.py", {**os.environ, "COMPAT_MATRIX": str(path)})
-    assert run.cells == [] and len(run.problems) == 1
+    run = sessions.front(tmp_path, tmp_path / "noxfile.py", {**os.environ, "COMPAT_MATRIX": str(path)})
+    assert run.plan is None and len(run.problems) == 1
     assert run.problems[0].startswith(
         f"{path}: axes.transformers[1] = 'every minor in >=5': cannot list the releases of transformers: "
         f"{UNREACHABLE}/transformers/: "
@@ -95,23 +84,28 @@ def test_a_sweep_without_an_index_is_one_line_and_exit_code_2(tmp_path, monkeypa
     assert capsys.readouterr().out == f"{path}: sweeps, listed from the package index\n"
 
 
-def test_extra_cells_reach_the_nested_nox(tmp_path, answered):
+def test_a_bisection_plans_a_cell_per_release_and_hands_them_down(tmp_path, answered):
     path = write(tmp_path)
-    run = sessions.plan(tmp_path, tmp_path / "noxfile.py", {**os.environ, "COMPAT_MATRIX": str(path)})
-    extra = (
-        Cell("demo", (("transformers", "5.22.1"), ("torch", "2.13.0"))),
-        Cell("demo", (("transformers", "5.14.1"), ("torch", "2.13.0"))),  # one of the sweep's: listed once
-        Cell("other", (("transformers", "5.22.1"),)),  # not a matrix of this run
-    )
-    tried = sessions.replace(run, extra=extra)
-    environ = tried.environ()
-    again = sessions.plan(tmp_path, tmp_path / "noxfile.py", environ)
-    assert again == tried
-    assert [c.id for _, c in again.cells][-1] == "cell:demo:transformers=5.22.1:torch=2.13.0"
-    assert len(again.cells) == len(run.cells) + 1
-    assert "COMPAT_MATRIX_EXTRA_CELLS" not in run.environ()
-    broken = sessions.plan(tmp_path, tmp_path / "noxfile.py", {**environ, "COMPAT_MATRIX_EXTRA_CELLS": "[1]"})
-    assert broken.problems[0].startswith("COMPAT_MATRIX_EXTRA_CELLS = '[1]': not a list of [matrix, [[axis, value]")
+    request = plan.request_from({"COMPAT_MATRIX": str(path)}, tmp_path, tmp_path / "noxfile.py")
+    listed = plan.make(request)
+    asked = plan.Bisect(">=5.14", observation="entry_points.activation_checkpointing_enable")  # names made as it runs
+    run = plan.make(replace(request, bisect=asked, runs=True, report=False))
+    assert run.bisection.releases == ("5.14.1", "5.24.0") and run.bisection.target == "a.b:C"
+    assert run.cached and not run.report  # a bisection reuses earlier results and writes no report
+    # 5.14.1 and 5.24.0 are among the sweep's cells: listed once
+    assert [c.id for _, c in run.cells()] == [c.id for _, c in listed.cells()]
+    assert run.bisection.cell(Version("5.24.0")).id == "cell:demo:transformers=5.24.0:torch=2.13.0"
+    again = sessions.front(tmp_path, tmp_path / "noxfile.py", plan.nested_environ({}, plan.write(run, tmp_path)))
+    assert again.plan == replace(run, handed_down=True)
+    older = plan.make(replace(request, bisect=plan.Bisect("==4.57.3"), runs=True, report=False))
+    assert [c.id for _, c in older.cells()][-1] == "cell:demo:transformers=4.57.3:torch=2.13.0"  # not the sweep's
+    assert len(older.cells()) == len(listed.cells()) + 1
+    (tmp_path / "damaged.json").write_text('{"schema": 1, "home": ')
+    broken = sessions.front(tmp_path, tmp_path / "noxfile.py", {"COMPAT_MATRIX_PLAN": str(tmp_path / "damaged.json")})
+    assert broken.plan is None and broken.problems[0].startswith("COMPAT_MATRIX_PLAN = ")
+    assert "not a plan of compat-matrix" in broken.problems[0]
+    with pytest.raises(BadInput):
+        plan.read(tmp_path / "missing.json")
 
 
 @pytest.mark.parametrize(

@@ -4,24 +4,25 @@ from __future__ import annotations
 
 import pytest
 
-from compat_matrix.conclude import (
-    DIFFERENTLY,
-    HARMFUL,
-    NEEDED,
-    REDUNDANT,
-    Row,
-    conclude,
-    conclude_method,
-    deprecations,
-    glance,
-    summarize,
-    versions_text,
-)
-from compat_matrix.results import Observation, SubjectResult
+from compat_matrix.collect import SubjectRow
+from compat_matrix.conclude import Concluded, conclude, conclude_method, deprecations, of_subject
+from compat_matrix.results import CellResult, Observation, SubjectResult
 from compat_matrix.verdict import decide
+from compat_matrix.vocabulary import AdviceKind, ConclusionKind
+from compat_matrix.wording import PLAIN, glance, phrase, summarize, versions_text
 
+HARMFUL, NEEDED, DIFFERENTLY = ConclusionKind.HARMFUL, ConclusionKind.NEEDED, ConclusionKind.DIFFERENTLY
+REDUNDANT = ConclusionKind.REDUNDANT
 A, B = "switch_on", "switch_off"
 TITLES = {"trainer_step": "Trainer step"}
+# A Trainer step that raises as shipped and runs with `switch_on` deleted alone (not with `switch_off` deleted alone)
+RAISES_WITH_A = Observation(
+    "trainer_step",
+    "default",
+    "error: TypeError: x",
+    {"steps": 1},
+    without=((A, {"steps": 1}), (B, "error: TypeError: x")),
+)
 
 
 def result(*observations, methods=(A,)):
@@ -29,7 +30,7 @@ def result(*observations, methods=(A,)):
 
 
 @pytest.mark.parametrize(
-    ("observation", "kind", "phrase"),
+    ("observation", "kind", "phrased"),
     [
         (
             Observation("trainer_step", "default", "error: TypeError: got 'every_n_layers'", {"steps": 1}),
@@ -48,21 +49,15 @@ def result(*observations, methods=(A,)):
         ),
     ],
 )
-def test_a_difference_is_harmful_needed_or_different_and_the_phrase_carries_the_values(observation, kind, phrase):
+def test_a_difference_is_harmful_needed_or_different_and_the_phrase_carries_the_values(observation, kind, phrased):
     subject = result(observation)
     verdict = decide(subject)
     conclusion = conclude(subject, verdict, TITLES)
-    assert conclusion.kind == kind and conclusion.phrase(verdict) == phrase
+    assert conclusion.kind == kind and phrase(conclusion, verdict) == phrased
 
 
 def test_deleting_one_method_alone_is_judged_from_its_own_variant():
-    differs = Observation(
-        "trainer_step",
-        "default",
-        "error: TypeError: x",
-        {"steps": 1},
-        without=((A, {"steps": 1}), (B, "error: TypeError: x")),
-    )
+    differs = RAISES_WITH_A
     subject = result(differs, methods=(A, B))
     verdict = decide(subject)
     assert verdict.follows == (A,)
@@ -90,21 +85,20 @@ def seen(*methods):
 
 def rows(*kinds_by_label):
     out = []
-    for label, subject in kinds_by_label:
+    for rank, (label, subject) in enumerate(kinds_by_label):
         verdict = decide(subject)
         per_method = tuple((m, conclude_method(subject, verdict, m, TITLES)) for m in subject.methods)
-        out.append(Row(label, verdict, conclude(subject, verdict, TITLES), deprecations(subject), per_method))
+        row = SubjectRow(rank, label, subject.target, subject, CellResult("m", f"cell:m:{rank}", {}), "", "")
+        out.append(Concluded(row, verdict, conclude(subject, verdict, TITLES), per_method, deprecations(subject)))
     return out
 
 
+def summarized(methods, *kinds_by_label):
+    return summarize(of_subject("m:C", methods, rows(*kinds_by_label)))
+
+
 def test_the_recommendation_follows_the_conclusions_on_every_version():
-    harmful = Observation(
-        "trainer_step",
-        "default",
-        "error: TypeError: x",
-        {"steps": 1},
-        without=((A, {"steps": 1}), (B, "error: TypeError: x")),
-    )
+    harmful = RAISES_WITH_A
     needed = Observation("trainer_step", "error", None, "E: y", without=((A, None), (B, "E: y")))
     warned = Observation(
         "trainer_step",
@@ -113,13 +107,11 @@ def test_the_recommendation_follows_the_conclusions_on_every_version():
         ["FutureWarning: `switch_on` is deprecated. Use `turn_on` instead."],
         carries=False,
     )
-    said = summarize(
+    said = summarized(
         (A, B),
-        rows(
-            ("transformers 5.2.0", result(harmful, warned, methods=(A, B))),
-            ("transformers 5.1.0", result(needed, methods=(A, B))),
-            ("transformers 5.0.0", result(Observation("trainer_step", "default", 1, 1), seen(A, B), methods=(A, B))),
-        ),
+        ("transformers 5.2.0", result(harmful, warned, methods=(A, B))),
+        ("transformers 5.1.0", result(needed, methods=(A, B))),
+        ("transformers 5.0.0", result(Observation("trainer_step", "default", 1, 1), seen(A, B), methods=(A, B))),
     )
     assert said.recommendation == (
         "Delete `switch_on`: safe on every tested version and fixes transformers 5.2.0. "
@@ -129,11 +121,51 @@ def test_the_recommendation_follows_the_conclusions_on_every_version():
     assert said.lines[0].startswith("`switch_on`: **harmful** on transformers 5.2.0: with the override, Trainer step")
     assert "`switch_off`: **needed** on transformers 5.1.0" in said.lines[2]
     same = result(Observation("trainer_step", "x", 1, 1), seen(A))
-    assert glance(rows(("v 2", result(harmful, methods=(A, B))), ("v 1", same))) == ("same 1 · differs 2")
+    both = of_subject("m:C", (A, B), rows(("v 2", result(harmful, methods=(A, B))), ("v 1", same)))
+    assert glance(both) == ("same 1 · differs 2")
 
 
 def test_one_method_redundant_everywhere_is_safe_to_delete():
     same = result(Observation("trainer_step", "default", 1, 1), Observation("trainer_step", "reached", [A], [A], False))
-    said = summarize((A,), rows(("transformers 5.1.0", same), ("transformers 5.0.0", same)))
+    said = summarized((A,), ("transformers 5.1.0", same), ("transformers 5.0.0", same))
     assert said.lines == ("**redundant** on transformers 5.0.0, 5.1.0: deleting changes nothing there.",)
     assert said.recommendation == "Deleting the override of `switch_on` is safe on every tested version."
+
+
+def test_a_conclusion_per_override_and_release_with_its_advice():
+    """What a grid of one row per audited override renders from: structured, no words."""
+    harmful = RAISES_WITH_A
+    same = result(Observation("trainer_step", "default", 1, 1), seen(A, B), methods=(A, B))
+    answer = of_subject(
+        "m:C", (A, B), rows(("transformers 5.1.0", result(harmful, methods=(A, B))), ("transformers 5.0.0", same))
+    )
+    on, off = answer.overrides
+    assert (on.target, on.name, off.name) == ("m:C", A, B)
+    assert [(r.label, r.conclusion.kind) for r in on.by_release] == [
+        ("transformers 5.1.0", HARMFUL),
+        ("transformers 5.0.0", REDUNDANT),
+    ]
+    (contrast,) = on.by_release[0].conclusion.contrasts
+    assert contrast.error == "TypeError: x" and contrast.observation.name == "default"
+    assert on.advice.kind == AdviceKind.DELETE and on.advice.on(HARMFUL) == ("transformers 5.1.0",)
+    assert [r.conclusion.kind for r in off.by_release] == [
+        REDUNDANT,
+        REDUNDANT,
+    ] and off.advice.kind == AdviceKind.DELETE
+
+
+def test_each_format_escapes_its_own_text():
+    """The same sentences in markdown (code in backticks, observed text escaped) and in plain text (as observed)."""
+    hostile = Observation("trainer_step", "error", None, "NotImplementedError: *_[x]`y`")
+    answer = of_subject("m:C", (A,), rows(("transformers 5.1.0", result(hostile))))
+    markdown, plain = summarize(answer), summarize(answer, style=PLAIN)
+    assert markdown.lines == (
+        "**needed** on transformers 5.1.0 (follows `switch_on`): without the override, Trainer step raise"
+        " “NotImplementedError: \\*\\_\\[x\\]'y'”; with it they run.",
+    )
+    assert plain.lines == (
+        "needed on transformers 5.1.0 (follows switch_on): without the override, Trainer step raise"
+        " “NotImplementedError: *_[x]`y`”; with it they run.",
+    )
+    assert markdown.recommendation == "Keep the override of `switch_on`: needed on transformers 5.1.0."
+    assert plain.recommendation == "Keep the override of switch_on: needed on transformers 5.1.0."

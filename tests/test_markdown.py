@@ -15,6 +15,7 @@ from markdown_it import MarkdownIt
 
 from compat_matrix import cli, render
 from compat_matrix.cells import cells, result_path
+from compat_matrix.report import make_report
 from compat_matrix.results import CellResult, Observation, SubjectResult, TestOutcome, write_json_atomic
 from compat_matrix.spec import Axis, MatrixSpec, Subject, load
 from conftest import ROOT
@@ -100,7 +101,7 @@ def sweep(versions: int = 30, subjects: int = 5) -> tuple[MatrixSpec, list[CellR
 @pytest.mark.parametrize("make", [lambda: (SPEC, RESULTS), sweep], ids=["demo", "sweep"])
 def test_markdown_renders_as_github_flavoured_markdown(make):
     spec, results = make()
-    text = render.markdown(cli.make_report(spec, results))
+    text = render.markdown(make_report(spec, results))
     parsed = gfm(text)
     sources = source_tables(text)
     assert len(parsed.tables) == len(sources) >= 2
@@ -116,17 +117,17 @@ def test_markdown_renders_as_github_flavoured_markdown(make):
 
 def test_glance_grid_for_many_subjects_or_versions_only():
     spec, results = sweep(versions=3, subjects=2)
-    text = render.markdown(cli.make_report(spec, results))
+    text = render.markdown(make_report(spec, results))
     grid = text.split("## At a glance\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert grid[0] == "|   | Subject0 | Subject1 |" and len(grid) == 2 + 3
     assert all(row.endswith("| ✗ | ✗ |") for row in grid[2:])
     assert render.LEGEND in text
-    assert "## At a glance" not in render.markdown(cli.make_report(SPEC, RESULTS))  # one subject, 4 versions
+    assert "## At a glance" not in render.markdown(make_report(SPEC, RESULTS))  # one subject, 4 versions
 
 
 def test_a_comment_of_30_releases_and_5_subjects_fits_and_keeps_tables_and_conclusions(tmp_path, capsys):
     spec, results = sweep()
-    text = render.markdown(cli.make_report(spec, results))
+    text = render.markdown(make_report(spec, results))
     assert len(text) > COMMENT_LIMIT  # the details alone would not fit
     report = tmp_path / "sweep.md"
     report.write_text(text)
@@ -167,7 +168,7 @@ def test_a_rerun_with_unchanged_results_leaves_every_report_file_byte_identical(
 
 
 def test_values_are_spelled_the_same_in_markdown_and_csv():
-    report = cli.make_report(SPEC, RESULTS)
+    report = make_report(SPEC, RESULTS)
     text, table = render.markdown(report), render.csv_text(report.collected)
     assert "| transformers 5.10.1 | enable\\_reaches\\_wrapped\\_model | layers\\_on | False | True |" in text
     assert "transformers 5.10.1,cell:demo:transformers=5.10.1," in table and ",layers_on,False,True,False,True" in table
@@ -204,12 +205,12 @@ def releases_where(enable_from: int, count: int = 8) -> tuple[MatrixSpec, list[C
 
 
 def test_a_sweeps_glance_says_where_deleting_one_method_alone_changes_the_verdict():
-    report = cli.make_report(*releases_where(enable_from=5))
+    report = make_report(*releases_where(enable_from=5))
     assert report.summaries["mylib:Wrapper"].glance == (
         f"differs 5.0.0 … 5.7.0; `{ENABLE}`: same 5.0.0 … 5.4.0 · differs 5.5.0 … 5.7.0"
     )
     assert render.report_json(report)["subjects"][0]["glance"] == report.summaries["mylib:Wrapper"].glance
-    steady = cli.make_report(*releases_where(enable_from=0))
+    steady = make_report(*releases_where(enable_from=0))
     assert steady.summaries["mylib:Wrapper"].glance == "differs 5.0.0 … 5.7.0"  # nothing changes: nothing more
 
 
@@ -219,7 +220,7 @@ def test_details_show_an_observation_that_differs_only_with_one_method_deleted_a
     trip = Observation("probe_2", "layers_on", False, False, without=((ENABLE, True), (DISABLE, False)))
     (subject,) = results[0].subjects
     results = [replace(results[0], subjects=(replace(subject, observations=(*subject.observations, trip)),))]
-    text = render.markdown(cli.make_report(spec, results))
+    text = render.markdown(make_report(spec, results))
     assert "3 observations, 2 differ, 1 more with one method deleted alone" in text
     row = next(line for line in text.splitlines() if "| probe\\_2 |" in line)
     assert row.endswith("| layers\\_on | False | False | True | False |")
@@ -227,7 +228,7 @@ def test_details_show_an_observation_that_differs_only_with_one_method_deleted_a
 
 
 def test_a_long_table_gives_releases_that_read_alike_one_row():
-    text = render.markdown(cli.make_report(*releases_where(enable_from=5)))
+    text = render.markdown(make_report(*releases_where(enable_from=5)))
     table = text.split("At a glance: ", 1)[1].split("\n\n", 2)[1].splitlines()
     assert [row.split(" | ", 1)[0] for row in table[2:]] == [
         "| transformers 5.5.0 … 5.7.0",
@@ -235,7 +236,7 @@ def test_a_long_table_gives_releases_that_read_alike_one_row():
     ]
     grid = text.split("## At a glance\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert len(grid) == 2 + 8  # the grid keeps every release
-    short = render.markdown(cli.make_report(*releases_where(enable_from=3, count=5)))
+    short = render.markdown(make_report(*releases_where(enable_from=3, count=5)))
     assert "| transformers 5.0.0 |" in short and "| transformers 5.4.0 |" in short  # five rows: one each
 
 
@@ -276,7 +277,7 @@ def test_hostile_reasons_names_and_test_ids_come_out_literally():
         mutants=("m: does nothing",),
     )
     results = [replace(results[0], subjects=(failing, differing)), results[1]]
-    text = render.markdown(cli.make_report(spec, results))
+    text = render.markdown(make_report(spec, results))
     html = MarkdownIt("commonmark", {"html": True}).enable("table").render(text)
     assert "<a " not in html and "<i>" not in html and "<code>c</code>" not in html
     assert html.count("<em>") == 2  # *with override* and *base implementation*, the report's own
@@ -289,9 +290,10 @@ SEEDED = """
 import sys
 sys.path[:0] = ["src", "tests"]
 from test_markdown import sweep
-from compat_matrix import cli, render
+from compat_matrix import render
+from compat_matrix.report import make_report
 spec, results = sweep(versions=3, subjects=2)
-print(render.markdown(cli.make_report(spec, results)))
+print(render.markdown(make_report(spec, results)))
 """
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from compat_matrix import cli, collect, render, verdict
 from compat_matrix.cells import cells, result_path
+from compat_matrix.report import load_results, make_report
 from compat_matrix.results import CellResult, Observation, SubjectResult, read_cell_result, write_json_atomic
 from compat_matrix.spec import Axis, MatrixSpec, Subject, load
 
@@ -62,16 +63,16 @@ META = render.ReportMeta("demo", "matrix/demo.toml", "COMPAT_MATRIX=matrix/demo.
 
 
 def rendered() -> tuple[str, dict]:
-    report = cli.make_report(SPEC, RESULTS)
+    report = make_report(SPEC, RESULTS)
     return render.markdown(report), render.report_json(report)
 
 
 def decided(results=RESULTS, subjects=SPEC.subjects):
-    return verdict.add_verdicts(collect.collect(results, subjects).subjects)
+    return verdict.judge(collect.collect(results, subjects).subjects)
 
 
 def test_rows_are_newest_first_by_version_not_string_order():
-    labels = list(collect.collect(RESULTS, SPEC.subjects).cells["label"])
+    labels = [row.label for row in collect.collect(RESULTS, SPEC.subjects).cells]
     assert labels == [
         "transformers 99.0 (requested)",
         "transformers 5.10.1",
@@ -81,14 +82,14 @@ def test_rows_are_newest_first_by_version_not_string_order():
 
 
 def test_verdicts_name_what_differs():
-    rows = decided().set_index("label")
-    assert rows.loc["transformers 4.57.6", "verdict"] == "same"
-    assert rows.loc["transformers 5.10.1", "verdict"] == "differs"
-    assert rows.loc["transformers 5.10.1", "decided"].differs == (
+    rows = {row.label: verdict for row, verdict in decided()}
+    assert rows["transformers 4.57.6"].verdict == "same"
+    assert rows["transformers 5.10.1"].verdict == "differs"
+    assert rows["transformers 5.10.1"].differs == (
         "enable_reaches_wrapped_model.layers_on",
         "kwargs_forwarded.error",
     )
-    assert rows.loc["transformers 99.0 (requested)", "verdict"] == "install-failed"
+    assert rows["transformers 99.0 (requested)"].verdict == "install-failed"
 
 
 def test_markdown_matches_golden():
@@ -151,7 +152,7 @@ def test_missing_or_damaged_result_files_become_labelled_rows(tmp_path, content,
     write_json_atomic(result_path(tmp_path, good), result("5.x", "5.24.0", observations()).to_json())
     if content is not None:
         result_path(tmp_path, bad).write_text(content)
-    loaded = collect.load_results(demo, [good, bad], tmp_path)
+    loaded = load_results(demo, [good, bad], tmp_path)
     assert loaded[0].status == "ok"
     assert loaded[1].status == status and message in loaded[1].reason
 

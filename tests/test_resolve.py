@@ -9,18 +9,17 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from compat_matrix import cli
+from compat_matrix import cli, plan
 from compat_matrix.cells import Cell, cells
+from compat_matrix.exits import BadInput
 from compat_matrix.resolve import (
     CACHE_SECONDS,
-    EXCLUDE_NEWER_VARIABLE,
     PYPI,
     ResolveError,
     cached_uploads,
     check_axes,
     exact,
     expand,
-    for_run,
     lookup,
     parse_html,
     parse_json,
@@ -333,15 +332,22 @@ def test_a_run_takes_its_exclude_newer_and_expands_its_sweeps(tmp_path):
     path.write_text(SWEEP_MATRIX.replace('name = "m"', 'name = "m"\nexclude_newer = 2026-01-27'))
     environ = {"UV_DEFAULT_INDEX": "http://127.0.0.1:9/simple", "COMPAT_MATRIX_CACHE": str(tmp_path / "cache")}
     cached_uploads("transformers", environ, get_json)  # as if the run had just asked: nothing more is asked
-    (spec,), problems = for_run([load(path)], environ)
-    assert problems == [] and spec.exclude_newer == "2026-01-27T00:00:00Z"
-    assert spec.axes[0].values == ("5.14.1", "5.0.0", "5.x")
-    (spec,), problems = for_run([load(path)], {**environ, EXCLUDE_NEWER_VARIABLE: "2026-11-22"})
-    assert spec.axes[0].values == ("5.14.1", "5.0.0", "5.24.0", "5.x") and problems == []
-    _, problems = for_run([load(path)], {**environ, EXCLUDE_NEWER_VARIABLE: "2026-01-20"})
-    assert problems == [
+
+    def planned(exclude_newer: str | None = None) -> plan.Plan:
+        request = plan.Request(tmp_path, tmp_path / "noxfile.py", (path,), exclude_newer=exclude_newer)
+        return plan.make(request, environ=environ)
+
+    (matrix,) = planned().matrices
+    assert matrix.spec.exclude_newer == "2026-01-27T00:00:00Z"
+    assert matrix.spec.axes[0].values == ("5.14.1", "5.0.0", "5.x")
+    (matrix,) = planned("2026-11-22").matrices
+    assert matrix.spec.axes[0].values == ("5.14.1", "5.0.0", "5.24.0", "5.x")
+    with pytest.raises(BadInput) as info:
+        planned("2026-01-20")
+    assert info.value.problems == [
         f"{path}: axes.transformers[1] = 'every release in >=5': "
         "no release of transformers in it (the newest is 5.0.0rc3)"
     ]
-    _, problems = for_run([load(path)], {**environ, EXCLUDE_NEWER_VARIABLE: "soon"})
-    assert problems == [f"--exclude-newer = 'soon': {TIMESTAMP}"]
+    with pytest.raises(BadInput) as info:
+        planned("soon")
+    assert info.value.problems == [f"--exclude-newer = 'soon': {TIMESTAMP}"]

@@ -8,10 +8,11 @@ import textwrap
 from pathlib import Path
 
 from compat_matrix import mutants, variants
-from compat_matrix.conclude import _needing, seen_tests
 from compat_matrix.forks import forked
 from compat_matrix.results import OK, SubjectResult, TestOutcome
 from compat_matrix.usertests import _stopped, run_tests
+from compat_matrix.wording import needing
+from compat_matrix.yourtests import seen_tests
 
 TESTS = """
 import time
@@ -128,7 +129,7 @@ def test_the_report_says_which_tests_need_the_override_and_which_catch_nothing_n
     }
     assert seen.catch_none == ("test_grads",)
     assert seen.adds_nothing == (("test_kwargs", "test_flag"),)
-    assert _needing(seen) == " But your tests test\\_needs pass only with the override on transformers 5.1.0."
+    assert needing(seen) == " But your tests test\\_needs pass only with the override on transformers 5.1.0."
     assert seen_tests([("transformers 5.1.0", SubjectResult("x:Y", ("m",)))]) is None
 
 

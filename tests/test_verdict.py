@@ -7,16 +7,14 @@ import pytest
 from compat_matrix.collect import collect
 from compat_matrix.results import CellResult, Observation, SubjectResult
 from compat_matrix.spec import Subject
-from compat_matrix.verdict import (
-    DIFFERS,
-    INCONCLUSIVE,
-    NO_PROBE,
-    SAME,
-    add_verdicts,
-    decide,
-    missed,
-    phrase,
-    unmet_expectations,
+from compat_matrix.verdict import decide, judge, missed, phrase, unmet_expectations
+from compat_matrix.vocabulary import VerdictKind
+
+SAME, DIFFERS, INCONCLUSIVE, NO_PROBE = (
+    VerdictKind.SAME,
+    VerdictKind.DIFFERS,
+    VerdictKind.INCONCLUSIVE,
+    VerdictKind.NO_PROBE,
 )
 
 ENABLE, DISABLE = "gradient_checkpointing_enable", "gradient_checkpointing_disable"
@@ -114,7 +112,7 @@ def test_an_expectation_of_same_is_not_met_by_inconclusive():
         "m", "cell:m:transformers=5.0", {"transformers": "5.0"}, {"transformers": "5.0.0"}, subjects=(subject(),)
     )
     expect_same = Subject("m:C", BOTH, expect=(("*", SAME),))
-    lines = unmet_expectations(add_verdicts(collect([result], (expect_same,)).subjects), (expect_same,))
+    lines = unmet_expectations(judge(collect([result], (expect_same,)).subjects), (expect_same,))
     assert lines == [
         f"transformers 5.0.0: m:C expected same, got inconclusive: {', '.join(BOTH)} never ran in a probe"
         " that observed something"

@@ -14,23 +14,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-NEW = "new version"
-VANISHED = "vanished version"
-FLIPPED = "verdict flipped"
-CHANGED = "observation changed"
-APPEARED = "observation appeared"
-GONE = "observation vanished"
-# What makes a baseline check fail; new and vanished versions only inform.
-FAILING = (FLIPPED, CHANGED, APPEARED, GONE)
+from compat_matrix.exits import BadInput
+from compat_matrix.vocabulary import FAILING_CHANGES, ChangeKind
+
+NEW, VANISHED, FLIPPED = ChangeKind.NEW, ChangeKind.VANISHED, ChangeKind.FLIPPED
+CHANGED, APPEARED, GONE = ChangeKind.CHANGED, ChangeKind.APPEARED, ChangeKind.GONE
 
 
-class BaselineError(ValueError):
+class BaselineError(BadInput):
     """A baseline file that cannot be read as a compat-matrix report."""
+
+    def __init__(self, problem: str):
+        super().__init__([problem])
 
 
 @dataclass(frozen=True)
 class Change:
-    kind: str
+    kind: ChangeKind
     row: str  # e.g. "transformers 5.24.0, torch 2.13.0+cpu"
     detail: str
 
@@ -141,4 +141,4 @@ def _short(value: Any) -> str:
 
 
 def failing(changes: list[Change]) -> bool:
-    return any(c.kind in FAILING for c in changes)
+    return any(c.kind in FAILING_CHANGES for c in changes)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from compat_matrix.results import OK, CellResult
+from compat_matrix.results import CellResult
 from compat_matrix.verdict import DIFFERS, SAME, decide
 
 SCHEMA = 1
@@ -155,18 +155,6 @@ def _candidates(releases: Sequence[Version], lo: int, hi: int) -> str:
     if hi >= count:
         return f"first differing in {text} or none" if text else "none differs"
     return f"first differing: {text}" if len(inside) == 1 else f"first differing in {text}"
-
-
-def failure(result: CellResult, target: str) -> str | None:
-    """Why a cell gave no outcome for the subject (it could not run, or the subject could not), or None."""
-    if result.status != OK:
-        return result.status + (f": {result.reason}" if result.reason else "")
-    subject = next((s for s in result.subjects if s.target == target), None)
-    if subject is None:
-        return f"{target} not run"
-    if subject.status != OK:
-        return f"{target} {subject.status}" + (f": {subject.reason}" if subject.reason else "")
-    return None
 
 
 def outcome(result: CellResult, target: str, observation: str | None = None) -> str:

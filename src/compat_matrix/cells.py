@@ -1,4 +1,4 @@
-"""Expand a MatrixSpec's axes into cells, and say what each cell installs and runs.
+"""Expand a MatrixSpec's axes into cells, and say what each cell installs and runs, and where its result is.
 
 Pure functions over value objects; standard library plus `packaging`, imported by the noxfile.
 """
@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compat_matrix.results import CellResult, ResultFileError, read_cell_result
 from compat_matrix.spec import PYTHON, MatrixSpec, axis_requirement, is_local
+from compat_matrix.vocabulary import Status
 
 CELLS_DIR = ".cells"  # inside the reports folder: one result file per cell, not committed
 FILENAME_LIMIT = 150  # characters of a result file's name, well below the file systems' 255 bytes
@@ -106,6 +108,16 @@ def project_name(path: Path) -> str | None:
 
 def result_path(reports: Path, cell: Cell) -> Path:
     return reports / CELLS_DIR / cell.matrix / cell.filename
+
+
+def read_result(matrix: str, cell: Cell, reports: Path) -> CellResult:
+    """The result of a cell of `matrix` in `reports`; a missing or damaged file becomes a result that says so."""
+    path = result_path(reports, cell)
+    try:
+        return read_cell_result(path)
+    except ResultFileError as exc:
+        status, reason = (Status.NOT_RUN, "no result file") if not path.exists() else (Status.DAMAGED, str(exc))
+        return CellResult(matrix, cell.id, cell.requested, status=status, reason=reason)
 
 
 def reports_folder(matrix_file: Path, home: Path) -> Path:

@@ -11,17 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-from compat_matrix import __version__, bisect, cells, collect, conclude, exits, render, resolve, verdict
-from compat_matrix.baseline import BaselineError, compare, failing, load_report
-from compat_matrix.probes import titles
-from compat_matrix.results import OK, CellResult, write_json_atomic, write_text_atomic
-from compat_matrix.spec import MatrixError, MatrixSpec, load_all
+from compat_matrix import __version__, bisect, exits, plan, render, resolve
+from compat_matrix.baseline import compare, failing, load_report
+from compat_matrix.exits import BadInput, Outcome
+from compat_matrix.spec import display_path, matrix_files
 
 EXIT_OK = exits.OK
 EXIT_UNMET = exits.UNMET
@@ -29,274 +27,107 @@ EXIT_BAD_MATRIX = exits.BAD_INPUT
 EXIT_CELL_FAILED = exits.CELL_FAILED
 EXIT_UNEXPECTED = exits.UNEXPECTED
 SUMMARY_LIMIT = 1_000_000  # GitHub's step summary holds 1 MiB
-LOGS = ".logs"  # inside the reports folder: what changes from run to run (durations), not committed
 BASELINE_HELP = "an earlier report, or a folder of them: add what changed; flipped verdicts or changed values exit 1"
 NOXFILE = Path(__file__).resolve().with_name("noxfile.py")  # the sessions `run` starts (from a copy in --envdir)
+ALWAYS, FAILING, NEVER = "always", "failing", "never"  # when a command's last line says what its exit code means
 
 
-def display_path(path: Path) -> str:
-    """`path` relative to the working directory when it lies below it, else absolute."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path.resolve())
-
-
-@dataclass(frozen=True)
-class Built:
-    markdown: str
-    data: dict
-    csv: str
-    code: int
-    timings: str  # one line per cell with its duration: console, job summary and run log, never the report files
-    why: tuple[str, ...] = ()  # what the exit code is for: the cells that could not run, or the unmet checks
-
-
-def make_report(spec: MatrixSpec, results: list[CellResult], baseline: dict | None = None) -> render.Report:
-    """The report path, one way: collect (ordered, labelled frames) → verdicts → conclusions → summaries."""
-    collected = collect.collect(results, spec.subjects)
-    subjects = conclude.add_conclusions(verdict.add_verdicts(collected.subjects), titles())
-    unmet = tuple(verdict.unmet_expectations(subjects, spec.subjects))
-    file = display_path(spec.path)
-    newer = f" -- --exclude-newer={spec.exclude_newer}" if spec.exclude_newer else ""
-    command = f"COMPAT_MATRIX={file} nox -s matrix{newer}"
-    meta = render.ReportMeta(spec.name, file, command, spec.subjects, spec.exclude_newer)
-    report = render.Report(
-        meta, replace(collected, subjects=subjects), conclude.summaries(subjects, spec.subjects), unmet
+def asked(args: argparse.Namespace, **more: object) -> plan.Request:
+    """What the options ask for: the files (default matrix/*.toml), --reports and the options every command takes."""
+    files = tuple(f.resolve() for f in args.files) or tuple(matrix_files(None, Path.cwd() / "matrix"))
+    reports = getattr(args, "reports", None)
+    return plan.Request(
+        Path.cwd(),
+        NOXFILE,
+        files,
+        reports.resolve() if reports else None,
+        lanes=getattr(args, "lanes", None),
+        exclude_newer=getattr(args, "exclude_newer", None),
+        baselines=tuple(getattr(args, "baseline", ())),
+        **more,  # type: ignore[arg-type]
     )
-    if baseline is None:
-        return report
-    return replace(report, changes=tuple(compare(baseline, render.report_json(report))))
 
 
-def build_report(spec: MatrixSpec, reports: Path, baseline: dict | None = None) -> Built:
-    """Markdown, JSON and CSV for one matrix from its cell result files, and the exit code they call for."""
-    results = collect.load_results(spec, cells.cells(spec), reports)
-    report = make_report(spec, results, baseline)
-    for line in report.unmet:
-        print(f"unmet expectation: {line}")
-    for change in report.changes or ():
-        print(f"since baseline: {change}")
-    failed = [f"{r.cell} ({r.status})" for r in results if r.status != OK]
-    failed += [f"{r.cell} ({s.target} {s.status})" for r in results for s in r.subjects if s.status != OK]
-    checks = [*report.unmet, *(str(c) for c in report.changes or () if failing([c]))]
-    code = EXIT_CELL_FAILED if failed else EXIT_UNMET if checks else EXIT_OK
-    data = render.report_json(report)
-    why = tuple(failed if failed else checks)
-    return Built(render.markdown(report), data, render.csv_text(report.collected), code, timings(results), why)
+def cmd_run(args: argparse.Namespace) -> Outcome:
+    """The cells of the matrix files in parallel lanes, each in its own environment, then the reports: what
+    `nox -s matrix` does in this repository, from any folder."""
+    from compat_matrix import sessions  # imports nox: only the commands that run cells need it
+
+    made = plan.make(asked(args, cached=args.cached, mutants=args.mutants, cells=tuple(args.cell), runs=True))
+    envdir = (args.envdir or Path.cwd() / ".nox").resolve()
+    return sessions.run_matrix(replace(made, noxfile=sessions.noxfile_in(envdir, NOXFILE)), envdir, [])
 
 
-def outcome(built: list[Built]) -> tuple[int, str]:
-    """The exit code of a report over several matrices, and the last line that says what it means."""
-    code = max((b.code for b in built), default=EXIT_OK)
-    why = [item for b in built if b.code == code for item in b.why]
-    if code == EXIT_CELL_FAILED:
-        return code, exits.exit_line(code, why, f"{exits.plural(len(why), 'cell')} could not run")
-    if code == EXIT_UNMET:
-        return code, exits.exit_line(code, why, f"{exits.plural(len(why), 'expectation')} or baseline checks failed")
-    return code, exits.exit_line(code, why)
+def cmd_bisect(args: argparse.Namespace) -> Outcome:
+    """The first release in a range whose verdict (or one observation) for a subject differs from the oldest's."""
+    from compat_matrix import sessions
+
+    wanted = plan.Bisect(args.range, args.subject, args.axis, args.observation)
+    made = plan.make(asked(args, bisect=wanted, runs=True, report=False))
+    envdir = (args.envdir or Path.cwd() / ".nox").resolve()
+    return sessions.run_bisect(replace(made, noxfile=sessions.noxfile_in(envdir, NOXFILE)), envdir, [])
 
 
-def timings(results: list[CellResult]) -> str:
-    lines = []
-    for r in results:
-        took = f"{r.seconds:.1f} s" + (", reused" if r.reused else "") if r.seconds is not None else "no timing"
-        lines.append(f"{r.cell}: {r.status} ({took})" + (f": {r.reason}" if r.reason else ""))
-    return "\n".join(lines)
+def cmd_report(args: argparse.Namespace) -> Outcome:
+    from compat_matrix import report
+
+    made = plan.make(asked(args))
+    written = report.run(made)
+    for line in report.console(written, with_timings=True):
+        print(line)
+    if args.summary:
+        with open(args.summary, "a", encoding="utf-8") as summary:
+            summary.writelines(report.job_summary(w, args.limit // len(written)) for w in written)
+    return report.outcome(written)
 
 
-def write_report(reports: Path, name: str, built: Built) -> list[Path]:
-    """The report files, and the run's timings in a log of their own beside them (not a report file)."""
-    md, js, csv = (reports / f"{name}{suffix}" for suffix in (".md", ".json", ".csv"))
-    reports.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(md, built.markdown)
-    write_text_atomic(csv, built.csv)
-    write_json_atomic(js, built.data)
-    write_text_atomic(reports / LOGS / f"{name}.log", built.timings + "\n")
-    return [md, js, csv]
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    if args.wait:
-        wait_for_go()
-    specs = _for_run(_load(args.files))
-    baselines = _baselines(args.baseline, specs)
-    built = []
-    for spec in specs:
-        folder = args.reports or cells.reports_folder(spec.path, Path.cwd())
-        built.append(build_report(spec, folder, baselines.get(spec.name)))
-        print(built[-1].timings)
-        paths = write_report(folder, spec.name, built[-1])
-        print(f"wrote {', '.join(display_path(p) for p in paths)}")
-        if args.summary:
-            timings = f"\n<details><summary>Timings</summary>\n\n```\n{built[-1].timings}\n```\n\n</details>\n"
-            with open(args.summary, "a", encoding="utf-8") as summary:
-                summary.write(render.truncate(built[-1].markdown, args.limit // len(specs) - len(timings)) + timings)
-    code, line = outcome(built)
-    print(line, flush=True)
-    return code
-
-
-def wait_for_go() -> None:
-    """Block until a line (or end of input) arrives on standard input. Interrupts are ignored meanwhile: whoever
-    started this process stops the cells first and then lets the report be written."""
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        sys.stdin.readline()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _baselines(paths: list[Path], specs: list[MatrixSpec]) -> dict[str, dict]:
-    """Baseline reports by matrix name, read before any report is rewritten (a baseline may be the report).
-    A folder stands for the `<name>.json` of every matrix being reported that it holds."""
-    names = {s.name for s in specs}
-    files = []
-    for path in paths:
-        files += (
-            [path / f"{n}.json" for n in sorted(names) if (path / f"{n}.json").exists()] if path.is_dir() else [path]
-        )
-    loaded = {}
-    for path in files:
-        data = load_report(path)
-        if data.get("matrix") not in names:
-            raise BaselineError(f"{path}: baseline of matrix {data.get('matrix')!r}, which is not being reported")
-        loaded[data["matrix"]] = data
-    return loaded
-
-
-def cmd_summary(args: argparse.Namespace) -> int:
+def cmd_summary(args: argparse.Namespace) -> Outcome:
     for path in args.reports:
-        print(render.truncate(path.read_text(encoding="utf-8"), args.limit // len(args.reports)))
-    return EXIT_OK
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise BadInput([f"{path}: cannot read the report ({exc})"]) from None
+        print(render.truncate(text, args.limit // len(args.reports)))
+    return Outcome()
 
 
-def cmd_diff(args: argparse.Namespace) -> int:
+def cmd_diff(args: argparse.Namespace) -> Outcome:
     changes = compare(load_report(args.old), load_report(args.new))
     for change in changes:
         print(change)
     print(f"{len(changes)} changes" if changes else "no changes")
-    return EXIT_UNMET if failing(changes) else EXIT_OK
+    return Outcome(failed_checks=tuple(str(c) for c in changes if failing([c])))
 
 
-def cmd_list(args: argparse.Namespace) -> int:
-    loaded = _load(args.files)
-    for spec in loaded:
-        lookup = resolve.lookup(os.environ, spec.exclude_newer)
-        try:
-            found = resolve.expansions(spec, lookup)
-        except MatrixError:
-            continue  # said below, by _for_run
-        for package, sweep, versions in found:
-            print(f"{display_path(spec.path)}: {package} {sweep}: {', '.join(map(str, versions))}", file=sys.stderr)
-    specs = _for_run(loaded)
+def cmd_list(args: argparse.Namespace) -> Outcome:
+    made = plan.make(asked(args))
+    for matrix in made.matrices:
+        for package, sweep, releases in matrix.sweeps:
+            print(f"{display_path(matrix.spec.path)}: {package} {sweep}: {', '.join(releases)}", file=sys.stderr)
     listed = [
-        {"session": c.id, "matrix": s.name, "file": display_path(s.path), "requested": c.requested}
-        for s in specs
-        for c in cells.cells(s)
+        {"session": c.id, "matrix": m.spec.name, "file": display_path(m.spec.path), "requested": c.requested}
+        for m in made.matrices
+        for c in m.cells
     ]
     if args.json:
         print(json.dumps(listed, separators=(",", ":")) if args.compact else json.dumps(listed, indent=2))
     else:
         print("\n".join(item["session"] for item in listed))
-    return EXIT_OK
+    return Outcome()
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
-    specs = _load(args.files)
-    problems: list[str] = []
-    for spec in specs:
-        if args.offline:
-            count = (
-                "sweeps, listed from the package index" if spec.sweeps else exits.plural(len(cells.cells(spec)), "cell")
-            )
-            print(f"{display_path(spec.path)}: {count}")
-            continue
-        lookup = resolve.lookup(os.environ, spec.exclude_newer)
-        try:
-            expanded = resolve.expand(spec, lookup)
-            lines, found = resolve.check_axes(expanded, lookup)
-        except resolve.ResolveError as exc:
-            print(f"warning: axes not checked against the package index: {exc} (--offline skips it)", file=sys.stderr)
-            continue
-        except MatrixError as exc:
-            problems += exc.problems
-            continue
-        print(f"{display_path(spec.path)}: {exits.plural(len(cells.cells(expanded)), 'cell')}")
-        print("\n".join(f"  {line}" for line in lines))
-        problems += found
-    if problems:
-        raise MatrixError(problems)
-    return EXIT_OK
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    """The cells of the matrix files in parallel lanes, each in its own environment, then the reports: what
-    `nox -s matrix` does in this repository, from any folder."""
-    from compat_matrix import sessions  # imports nox: only the commands that run cells need it
-
-    run = _planned(args)
-    ids = {cell.id for _, cell in run.cells}
-    unknown = [cell for cell in args.cell if cell not in ids]
-    if unknown:
-        raise MatrixError([f"--cell {cell!r}: no such cell (`compat-matrix list` shows them)" for cell in unknown])
-    options = [f"--baseline={b.resolve()}" for b in args.baseline]
-    envdir = (args.envdir or Path.cwd() / ".nox").resolve()
-    run = replace(run, noxfile=sessions.noxfile_in(envdir, NOXFILE))
-    return sessions.run_matrix(run, args.cell or None, envdir, [], options, args.cached, report=not args.cell)
-
-
-def cmd_bisect(args: argparse.Namespace) -> int:
-    """The first release in a range whose verdict (or one observation) for a subject differs from the oldest's."""
-    from compat_matrix import sessions
-
-    run = _planned(args)
-    try:
-        sessions.bisect_target(run, args)  # bad input is said before anything is written
-    except ValueError as exc:
-        raise MatrixError(str(exc).splitlines()) from None
-    envdir = (args.envdir or Path.cwd() / ".nox").resolve()
-    run = replace(run, noxfile=sessions.noxfile_in(envdir, NOXFILE))
-    return sessions.run_bisect(run, args, envdir, [])
-
-
-def _planned(args: argparse.Namespace):
-    """The run that the options describe (files, --reports, --lanes, --mutants, --exclude-newer), planned as the
-    cells' nox plans it (the options that the cells need too go to this process's environment); MatrixError when it
-    cannot run."""
-    from compat_matrix import sessions
-
-    environ = dict(os.environ)
-    if args.files:
-        environ[sessions.FILES_VARIABLE] = os.pathsep.join(str(f.resolve()) for f in args.files)
-    if args.reports:
-        environ[sessions.REPORTS_VARIABLE] = str(args.reports.resolve())
-    if args.lanes:
-        os.environ[sessions.LANES_VARIABLE] = str(args.lanes)
-    if getattr(args, "mutants", False):
-        os.environ[sessions.MUTANTS_VARIABLE] = environ[sessions.MUTANTS_VARIABLE] = "1"
-    if args.exclude_newer:
-        os.environ[sessions.EXCLUDE_NEWER_VARIABLE] = environ[sessions.EXCLUDE_NEWER_VARIABLE] = args.exclude_newer
-    run = sessions.plan(Path.cwd(), NOXFILE, environ)
-    if run.problems:
-        raise MatrixError(list(run.problems))
-    return run
-
-
-def _load(files: list[Path]) -> list[MatrixSpec]:
-    specs, problems = load_all(files)
-    if problems:
-        raise MatrixError(problems)
-    return specs
-
-
-def _for_run(specs: list[MatrixSpec]) -> list[MatrixSpec]:
-    """The specs as a run uses them (the run's --exclude-newer, sweeps expanded); MatrixError for what stops it."""
-    ready, problems = resolve.for_run(specs, os.environ)
-    if problems:
-        raise MatrixError(problems)
-    return ready
+def cmd_validate(args: argparse.Namespace) -> Outcome:
+    loaded = plan.load(args.files)
+    if loaded.problems:
+        raise BadInput(loaded.problems)
+    checked = resolve.validate(loaded.specs, os.environ, args.offline)
+    for warning in checked.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if checked.lines:
+        print("\n".join(checked.lines))
+    if checked.problems:
+        raise BadInput(checked.problems)
+    return Outcome()
 
 
 def parser() -> argparse.ArgumentParser:
@@ -320,9 +151,17 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     made_by_name: dict[str, argparse.ArgumentParser] = {}
 
     def command(
-        name: str, handler: Callable, summary: str, description: str, codes: tuple[int, ...]
+        name: str,
+        handler: Callable,
+        summary: str,
+        description: str,
+        codes: tuple[int, ...],
+        last_line: str = NEVER,
+        ok: str = exits.MEANINGS[exits.OK],
     ) -> argparse.ArgumentParser:
-        meanings = "\n".join(f"  {code:<3} {exits.MEANINGS[code]}" for code in sorted({*codes, exits.UNEXPECTED}))
+        """A subcommand; `ok` says what exit code 0 means for it, `last_line` when it prints the exit line."""
+        meaning = {**exits.MEANINGS, exits.OK: ok}
+        meanings = "\n".join(f"  {code:<3} {meaning[code]}" for code in sorted({*codes, exits.UNEXPECTED}))
         made = sub.add_parser(
             name,
             help=summary,
@@ -330,7 +169,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
             epilog=f"exit codes:\n{meanings}",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        made.set_defaults(run=handler)
+        made.set_defaults(run=handler, last_line=last_line)
         made_by_name[name] = made
         return made
 
@@ -344,6 +183,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         "Reports go to DIR/<name>.md, .json and .csv: by default ./reports for the files in ./matrix, else\n"
         "reports/ beside each file. The same as `nox -s matrix` in compat-matrix's repository.",
         run_codes,
+        ALWAYS,
     )
     run.add_argument("files", nargs="*", type=Path, metavar="FILE.toml", help="matrix files (default: matrix/*.toml)")
     run.add_argument("--reports", type=Path, metavar="DIR", help="one folder for the reports of every file")
@@ -351,7 +191,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     run.add_argument("--cached", action="store_true", help="reuse a cell's result while its fingerprint is unchanged")
     run.add_argument("--mutants", action="store_true", help="also run the subjects' tests against broken overrides")
     run.add_argument("--envdir", type=Path, metavar="DIR", help="where the environments are kept (default: ./.nox)")
-    run.add_argument("--lanes", type=positive, metavar="N", help="cells at once (sets COMPAT_MATRIX_LANES)")
+    run.add_argument("--lanes", type=positive, metavar="N", help="cells at once (default: COMPAT_MATRIX_LANES)")
     run.add_argument(
         "--cell",
         action="append",
@@ -371,6 +211,8 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         "Other axes stay at their first value. Reuses environments and results of earlier runs; prints each round\n"
         "and writes DIR/<name>.bisect.json. The same as `nox -s bisect -- ...` in compat-matrix's repository.",
         (exits.OK, exits.BAD_INPUT, exits.CELL_FAILED, exits.INTERRUPTED),
+        FAILING,
+        "answered (also when nothing in the range differs)",
     )
     bisecting.add_argument(
         "files", nargs="*", type=Path, metavar="FILE.toml", help="matrix files (default: matrix/*.toml)"
@@ -380,7 +222,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     bisecting.add_argument(
         "--envdir", type=Path, metavar="DIR", help="where the environments are kept (default: ./.nox)"
     )
-    bisecting.add_argument("--lanes", type=positive, metavar="N", help="cells at once (sets COMPAT_MATRIX_LANES)")
+    bisecting.add_argument("--lanes", type=positive, metavar="N", help="cells at once (default: COMPAT_MATRIX_LANES)")
 
     report = command(
         "report",
@@ -388,6 +230,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         "merge the cells' result files into the reports",
         "Writes DIR/<name>.md, .json and .csv from the result files in DIR/.cells/; a cell without one is `not run`.",
         (exits.OK, exits.UNMET, exits.BAD_INPUT, exits.CELL_FAILED),
+        ALWAYS,
     )
     report.add_argument("files", nargs="+", type=Path, metavar="FILE.toml", help="matrix files")
     report.add_argument("--reports", type=Path, metavar="DIR", help="folder of reports (default: as for `run`)")
@@ -401,7 +244,6 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     )
     report.add_argument("--summary", type=Path, help="also append the markdown, cut to --limit bytes, to this file")
     report.add_argument("--limit", type=int, default=SUMMARY_LIMIT, help="bytes for --summary (default: 1,000,000)")
-    report.add_argument("--wait", action="store_true", help=argparse.SUPPRESS)  # internal: `run` starts it early
 
     listing = command(
         "list",
@@ -409,6 +251,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         "list the cells of the matrix files, one nox session each",
         "Prints one cell id a line, or with --json the cells with their matrix, file and requested versions.",
         (exits.OK, exits.BAD_INPUT),
+        ok="listed",
     )
     listing.add_argument("files", nargs="+", type=Path, metavar="FILE.toml", help="matrix files")
     listing.add_argument("--json", action="store_true", help="as JSON, for a CI job matrix")
@@ -421,6 +264,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         "New or vanished versions (they inform), flipped verdicts and changed, new or vanished observations (they\n"
         "fail).",
         (exits.OK, exits.UNMET, exits.BAD_INPUT),
+        ok="nothing changed that fails",
     )
     diff.add_argument("old", type=Path, metavar="OLD.json", help="the earlier report")
     diff.add_argument("new", type=Path, metavar="NEW.json", help="the later report")
@@ -431,6 +275,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         "print reports cut to a size, tables first",
         "For a CI summary or a pull-request comment: the details go first, the tables never.",
         (exits.OK, exits.BAD_INPUT),
+        ok="printed",
     )
     summary.add_argument("reports", nargs="+", type=Path, metavar="REPORT.md", help="markdown reports")
     summary.add_argument("--limit", type=int, default=SUMMARY_LIMIT, help="bytes in all (default: 1,000,000)")
@@ -444,6 +289,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         "UV_FIND_LINKS or PIP_FIND_LINKS folders), so a release that does not exist is reported before anything\n"
         "is installed.",
         (exits.OK, exits.BAD_INPUT),
+        ok="every file is valid",
     )
     validate.add_argument("files", nargs="+", type=Path, metavar="FILE.toml", help="matrix files")
     validate.add_argument("--offline", action="store_true", help="do not ask the package index")
@@ -458,20 +304,15 @@ def positive(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    try:
-        return args.run(args)
-    except MatrixError as exc:
-        for line in exc.problems:
-            print(f"error: {line}", file=sys.stderr)
-        return EXIT_BAD_MATRIX
-    except (BaselineError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_MATRIX
-    except KeyboardInterrupt:
-        return exits.INTERRUPTED
-    except Exception as exc:
-        print(exits.unexpected(exc), file=sys.stderr)
-        return EXIT_UNEXPECTED
+    outcome = exits.guarded(lambda: args.run(args))
+    for problem in outcome.bad_input:
+        print(f"error: {problem}", file=sys.stderr)
+    code = exits.code(outcome)
+    if outcome.unexpected:
+        print(outcome.unexpected, file=sys.stderr)
+    elif args.last_line == ALWAYS or (args.last_line == FAILING and code):
+        print(exits.line(outcome), flush=True)
+    return code
 
 
 if __name__ == "__main__":

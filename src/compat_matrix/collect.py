@@ -1,49 +1,55 @@
-"""Collect cell results into ordered, labelled pandas frames, once: the rest of the report path only adds columns.
+"""Collect cell results into ordered, labelled rows, once: the later steps only add to them.
 
-- `cells`: one row per cell, newest first;
-- `subjects`: one row per cell × subject of the matrix (a cell that ran no subject still has a row for each);
-- `observations`: the long form, one row per cell × subject × observation.
+- `cells`: one CellRow per cell, newest first;
+- `subjects`: one SubjectRow per cell × subject of the matrix (a cell that ran no subject still has one for each);
+- `observations`: the long form, a pandas frame of one row per cell × subject × observation (for the details, the
+  CSV and any grouping).
 Every row carries its `rank` (newest first) and `label` (`transformers 5.24.0`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 from packaging.version import InvalidVersion, Version
 
-from compat_matrix.cells import Cell, result_path
 from compat_matrix.probes import registry
-from compat_matrix.results import CellResult, ResultFileError, SubjectResult, read_cell_result
-from compat_matrix.spec import MatrixSpec, Subject
+from compat_matrix.results import CellResult, SubjectResult
+from compat_matrix.spec import Subject
 
 OBSERVATION_COLUMNS = [
     "rank", "cell", "label", "target", "probe", "name", "override", "base", "carries", "base_without", "same"
 ]  # fmt: skip
-NOT_RUN = "not run"
-DAMAGED = "damaged result"
+
+
+@dataclass(frozen=True)
+class CellRow:
+    rank: int  # 0 for the newest release
+    label: str  # "transformers 5.24.0"
+    result: CellResult
+
+
+@dataclass(frozen=True)
+class SubjectRow:
+    rank: int
+    label: str
+    target: str  # "module:Class", as the matrix file names it
+    result: SubjectResult | None  # None: the cell ran no such subject
+    cell: CellResult
+    override_shown: str  # the probes' summary for the main table: "enable→True, disable→False"
+    base_shown: str
 
 
 @dataclass(frozen=True)
 class Collected:
-    cells: pd.DataFrame
-    subjects: pd.DataFrame
+    cells: tuple[CellRow, ...]
+    subjects: tuple[SubjectRow, ...]
     observations: pd.DataFrame
 
-
-def load_results(spec: MatrixSpec, cells: list[Cell], reports: Path) -> list[CellResult]:
-    """The result of every cell, in cell order; a missing or damaged file becomes a labelled result."""
-    results = []
-    for cell in cells:
-        path = result_path(reports, cell)
-        try:
-            results.append(read_cell_result(path))
-        except ResultFileError as exc:
-            status, reason = (NOT_RUN, "no result file") if not path.exists() else (DAMAGED, str(exc))
-            results.append(CellResult(spec.name, cell.id, cell.requested, status=status, reason=reason))
-    return results
+    def of(self, target: str) -> tuple[SubjectRow, ...]:
+        """The rows of one subject, newest first."""
+        return tuple(row for row in self.subjects if row.target == target)
 
 
 def varying_axes(results: list[CellResult]) -> list[str]:
@@ -98,31 +104,14 @@ def collect(results: list[CellResult], subjects: tuple[Subject, ...]) -> Collect
     axes = varying_axes(results)
     cells, rows, observations = [], [], []
     for rank, result in enumerate(newest_first(results, axes)):
-        where = {"rank": rank, "cell": result.cell, "label": label(result, axes)}
-        cells.append({**where, "result": result})
+        label_ = label(result, axes)
+        cells.append(CellRow(rank, label_, result))
         ran = {s.target: s for s in result.subjects}
         for subject in subjects:
             found = ran.get(subject.target)
-            rows.append(
-                {
-                    **where,
-                    "target": subject.target,
-                    "result": found,
-                    "cell_result": result,
-                    "override_shown": shown(found, "override"),
-                    "base_shown": shown(found, "base"),
-                }
-            )
-            observations += [
-                {**where, "target": subject.target, **o.to_json(), "same": o.same}
-                for o in (found.observations if found else ())
-            ]
-    return Collected(
-        pd.DataFrame(cells, columns=["rank", "cell", "label", "result"], dtype=object),
-        pd.DataFrame(
-            rows,
-            columns=["rank", "cell", "label", "target", "result", "cell_result", "override_shown", "base_shown"],
-            dtype=object,
-        ),
-        pd.DataFrame(observations, columns=OBSERVATION_COLUMNS, dtype=object),
-    )
+            shown_ = (shown(found, "override"), shown(found, "base"))
+            rows.append(SubjectRow(rank, label_, subject.target, found, result, *shown_))
+            where = {"rank": rank, "cell": result.cell, "label": label_, "target": subject.target}
+            observations += [{**where, **o.to_json(), "same": o.same} for o in (found.observations if found else ())]
+    frame = pd.DataFrame(observations, columns=OBSERVATION_COLUMNS, dtype=object)
+    return Collected(tuple(cells), tuple(rows), frame)

@@ -40,10 +40,10 @@ from compat_matrix.results import (
     write_json_atomic,
 )
 from compat_matrix.spec import MatrixSpec, is_local
-from compat_matrix.verdict import decide
+from compat_matrix.vocabulary import Status
 
-INSTALL_FAILED = "install-failed"
-NO_INTERPRETER = "interpreter not found"
+INSTALL_FAILED = Status.INSTALL_FAILED
+NO_INTERPRETER = Status.NO_INTERPRETER
 REASON_LIMIT = 400
 LOCK = ".lock"
 STAMP = ".compat-matrix-installed"  # in the environment: the fingerprint of what was installed, and what was asked
@@ -93,8 +93,8 @@ def run_cell(
     pins: Mapping[str, str] | None = None,
 ) -> CellResult:
     """Install the cell's pins into the environment of `python` (unless it already has exactly them), run the
-    probes, write and return the result. `pins`: the release each ranged axis value resolves to today
-    (resolve.pins). With `cached`, an earlier ok result with the same fingerprint is reused."""
+    probes, write and return the result. `pins`: the release each ranged axis value resolves to today, as the run's
+    plan says (resolve.pins). With `cached`, an earlier ok result with the same fingerprint is reused."""
     out = result_path(reports, cell)
     # SIGTERM (a CI runner, or nox stopping its parallel sessions) unwinds like Ctrl-C, so the runner's process
     # group is stopped on the way out and no half-written result is left: results are only ever renamed in whole.
@@ -105,7 +105,7 @@ def run_cell(
     request = json.dumps(runner_request(spec, cell), sort_keys=True)
     key = fingerprint(environment, suite_key(), inputs_key(spec), request)
     previous = _previous(out) if cached else None
-    if previous is not None and previous.status == "ok" and previous.cache_key == key:
+    if previous is not None and previous.status == Status.OK and previous.cache_key == key:
         result = replace(previous, reused=True)
     else:
         deadline = start + spec.cell_timeout
@@ -121,25 +121,7 @@ def run_cell(
             state_path(out).unlink(missing_ok=True)
         result = replace(result, cache_key=key, seconds=round(time.monotonic() - start, 2))
     write_json_atomic(out, result.to_json())
-    log(progress_line(result))
     return result
-
-
-def could_not_run(result: CellResult) -> str | None:
-    """Why a cell counts as one that could not run (exit code 3), or None when it ran."""
-    if result.status != "ok":
-        return f"{result.status}" + (f": {result.reason}" if result.reason else "")
-    failed = [f"{s.target} {s.status}" for s in result.subjects if s.status != "ok"]
-    return ", ".join(failed) or None
-
-
-def progress_line(result: CellResult) -> str:
-    """One line per finished cell: what got installed, how long it took, and the verdict material."""
-    versions = ", ".join(f"{k} {v}" for k, v in result.resolved.items() if k != "python")
-    subjects = ", ".join(f"{s.target.rsplit(':', 1)[-1]} {decide(s).verdict}" for s in result.subjects)
-    parts = [result.cell, result.status + (" (reused)" if result.reused else ""), versions, subjects]
-    parts += [f"{result.seconds:.1f} s" if result.seconds is not None else "", result.reason or ""]
-    return " | ".join(p for p in parts if p)
 
 
 def fingerprint(*parts: str) -> str:
@@ -352,7 +334,11 @@ def _probe(spec: MatrixSpec, cell: Cell, python: Path, out: Path, deadline: floa
     write_state(out, PROBING, started)
     request = out.with_suffix(".request.json")
     write_json_atomic(request, runner_request(spec, cell))
+    # The runner writes a file of its own: the result file appears once, whole, with its fingerprint and duration,
+    # so whoever watches the run tells each cell once.
+    raw = out.with_suffix(".runner.json")
     out.unlink(missing_ok=True)
+    raw.unlink(missing_ok=True)
     home = python.parent.parent
     env = {
         **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
@@ -363,7 +349,7 @@ def _probe(spec: MatrixSpec, cell: Cell, python: Path, out: Path, deadline: floa
         # Tiny models: one thread per cell is fastest, and cells already run one per core.
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
     }
-    command = [str(python), "-m", "compat_matrix.runner", str(request), str(out)]
+    command = [str(python), "-m", "compat_matrix.runner", str(request), str(raw)]
     begun = time.monotonic()
     # Its own process group, so that a cell past its limit is stopped with every subject it forked.
     with subprocess.Popen(
@@ -379,12 +365,15 @@ def _probe(spec: MatrixSpec, cell: Cell, python: Path, out: Path, deadline: floa
             os.killpg(runner.pid, signal.SIGKILL)
             raise
     done = subprocess.CompletedProcess(command, runner.returncode, stdout, stderr)
-    if done.returncode != 0 or not out.exists():
+    if done.returncode != 0 or not raw.exists():
         sys.stderr.write(done.stderr[-4000:])
         why = f"signal {-done.returncode}" if done.returncode < 0 else f"exit code {done.returncode}"
         tail = installer_reason(done.stderr.strip().splitlines()[-1]) if done.stderr.strip() else ""
         return failed_result(spec, cell, CRASHED, f"probe runner ended with {why}" + (f": {tail}" if tail else ""))
-    result = CellResult.from_json(json.loads(out.read_text(encoding="utf-8")))
+    try:
+        result = CellResult.from_json(json.loads(raw.read_text(encoding="utf-8")))
+    finally:
+        raw.unlink(missing_ok=True)
     outside = round(time.monotonic() - begun - (result.seconds or 0.0), 3)
     return replace(result, phases=(("start the interpreter, write the result", outside), *result.phases))
 
@@ -457,10 +446,14 @@ def say(line: str) -> None:
 
 
 def run_watched(
-    command: list[str], env: Mapping[str, str], tick: Callable[[], None] = lambda: None, grace: float = 60.0
+    command: list[str],
+    env: Mapping[str, str],
+    tick: Callable[[], None] = lambda: None,
+    shown: Callable[[str], bool] = lambda line: True,
+    grace: float = 60.0,
 ) -> tuple[int, bool]:
-    """Run `command` (a nox running cells) to its end, passing its output on line by line and calling `tick`
-    about every second; return its exit code and whether it was interrupted.
+    """Run `command` (a nox running cells) to its end, passing on the lines of its output that are `shown` and
+    calling `tick` about every second; return its exit code and whether it was interrupted.
 
     Ctrl-C reaches the whole foreground process group, the nox included, which then stops its cells. SIGTERM (a
     CI runner) reaches only this process: it is passed on to the nox as the SIGINT that nox understands, since a
@@ -477,7 +470,7 @@ def run_watched(
     process = subprocess.Popen(
         command, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
     )
-    forward = threading.Thread(target=lambda: [say(line) for line in process.stdout], daemon=True)
+    forward = threading.Thread(target=lambda: [say(line) for line in process.stdout if shown(line)], daemon=True)
     forward.start()
     interrupted = False
     try:

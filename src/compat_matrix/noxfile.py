@@ -1,5 +1,5 @@
-"""The nox sessions that `compat-matrix run` starts, from whatever folder it runs in: one per cell of the matrix
-files it names (COMPAT_MATRIX), and `matrix`. See compat_matrix.sessions."""
+"""The nox sessions that `compat-matrix run` starts, from whatever folder it runs in: one per cell of the plan the
+run hands down (COMPAT_MATRIX_PLAN), and `matrix`. See compat_matrix.sessions."""
 
 from __future__ import annotations
 
@@ -12,4 +12,4 @@ from compat_matrix import sessions
 
 nox.needs_version = ">=2026.8.10"  # allow_parallel; the same bound as in pyproject.toml
 
-sessions.register(sessions.plan(Path(os.environ.get(sessions.HOME_VARIABLE) or Path.cwd()), Path(__file__), os.environ))
+sessions.register(sessions.front(Path.cwd(), Path(__file__), os.environ))

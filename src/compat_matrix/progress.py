@@ -2,14 +2,15 @@
 time left, estimated from the durations of earlier runs, and every half minute a line per cell still installing.
 
 nox holds back a parallel session's output until it ends, so a cell tells its state in a small file beside its
-result (`state_path`: installing or probing, since when) and this reads those files and the results. Standard
-library only.
+result (`state_path`: installing or probing, since when) and this reads those files and the results. The lines of
+the cells' nox that only restate a finished cell are left out (`shown`), so each cell is told once.
 """
 
 from __future__ import annotations
 
 import heapq
 import json
+import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compat_matrix.results import OK, CellResult, ResultFileError, read_cell_result
+from compat_matrix.spec import PYTHON
+from compat_matrix.verdict import decide
 
 STARTED = "started"
 INSTALLING = "installing"
@@ -29,6 +32,30 @@ class State:
     phase: str
     since: float  # when the phase began (wall clock, so that another process can read it)
     started: float  # when the cell began
+
+
+def line(result: CellResult) -> str:
+    """The line of a finished cell: what got installed, how long it took, and the verdict material."""
+    versions = ", ".join(f"{k} {v}" for k, v in result.resolved.items() if k != PYTHON)
+    subjects = ", ".join(f"{s.target.rsplit(':', 1)[-1]} {decide(s).verdict}" for s in result.subjects)
+    parts = [result.cell, result.status + (" (reused)" if result.reused else ""), versions, subjects]
+    parts += [f"{result.seconds:.1f} s" if result.seconds is not None else "", result.reason or ""]
+    return " | ".join(p for p in parts if p)
+
+
+# The lines of the cells' nox that say again that a cell finished well, which the cell's own line already says:
+# a parallel session's banner, its closing line, and nox's summary of the sessions.
+_RESTATED = re.compile(
+    r"=+ \S+ cell:\S+: success\b"
+    r"|nox > Session cell:\S+ was successful"
+    r"|nox > Ran \d+ sessions?\b"
+    r"|nox > \* cell:\S+: success\b"
+)
+
+
+def shown(output: str) -> bool:
+    """Whether a line of the cells' nox is worth passing on: all but those that restate a cell that finished."""
+    return not _RESTATED.match(output)
 
 
 def state_path(result: Path) -> Path:

@@ -16,30 +16,19 @@ from typing import Any
 
 from compat_matrix.baseline import Change
 from compat_matrix.collect import Collected
-from compat_matrix.conclude import (
-    COULD_NOT_RUN,
-    DIFFERENTLY,
-    HARMFUL,
-    NEEDED,
-    REDUNDANT,
-    TEST_COLUMNS,
-    UNKNOWN,
-    Summary,
-    TestsSeen,
-    versions_text,
-)
+from compat_matrix.conclude import Concluded, SubjectConclusions
 from compat_matrix.results import SCHEMA, equal
 from compat_matrix.spec import Subject
+from compat_matrix.vocabulary import ConclusionKind
+from compat_matrix.wording import Summary, phrase, versions_text
+from compat_matrix.yourtests import TEST_COLUMNS, TestsSeen
 
 COLUMNS = {"override": "with override", "base": "base implementation"}
 BASE_MEANING = (
     "*with override*: the class as shipped. *base implementation*: the class as if the audited methods were "
     "deleted from its source, so each resolves to the nearest class after it in its MRO that defines it."
 )
-SYMBOLS = {REDUNDANT: "=", DIFFERENTLY: "≠", NEEDED: "+", HARMFUL: "✗", UNKNOWN: "?", COULD_NOT_RUN: "!"}
-LEGEND = (
-    "`=` same (redundant) · `≠` behaves differently · `+` needed · `✗` harmful · `?` inconclusive · `!` could not run"
-)
+LEGEND = " · ".join(f"`{kind.symbol}` {kind}" for kind in ConclusionKind)
 GLANCE_ABOVE = 5  # versions: more than this, or more than one subject, and the report starts with a grid
 VALUE_LIMIT = 400  # characters of one value in the details
 TRUNCATED = (
@@ -59,11 +48,14 @@ class ReportMeta:
 
 @dataclass(frozen=True)
 class Report:
-    """Everything the files show, decided: the collected frames (subjects with verdicts and conclusions), the
-    summaries per subject, unmet expectations and changes since a baseline (None: no baseline given)."""
+    """Everything the files show, decided: the collected rows and observations, each cell × subject concluded,
+    per subject its conclusions (structured) and their summary (in words), unmet expectations and changes since a
+    baseline (None: no baseline given)."""
 
     meta: ReportMeta
     collected: Collected
+    rows: tuple[Concluded, ...]
+    subjects: dict[str, SubjectConclusions]
     summaries: dict[str, Summary]
     unmet: tuple[str, ...] = ()
     changes: tuple[Change, ...] | None = None
@@ -120,22 +112,21 @@ def short_names(targets: list[str]) -> dict[str, str]:
 
 
 def glance_grid(report: Report) -> list[str]:
-    subjects = report.collected.subjects
     targets = [s.target for s in report.meta.subjects]
-    labels = list(dict.fromkeys(subjects["label"]))
+    labels = list(dict.fromkeys(r.label for r in report.rows))
     if len(targets) < 2 and len(labels) <= GLANCE_ABOVE:
         return []
-    kinds = {(r["label"], r["target"]): r["conclusion"].kind for r in subjects.to_dict("records")}
+    kinds = {(r.label, r.row.target): r.conclusion.kind for r in report.rows}
     names = short_names(targets)
-    rows = [[label, *(SYMBOLS[kinds[label, t]] for t in targets)] for label in labels]
+    rows = [[label, *(kinds[label, t].symbol for t in targets)] for label in labels]
     return ["## At a glance", "", table(["", *(names[t] for t in targets)], rows), "", LEGEND, ""]
 
 
 def subject_section(report: Report, subject: Subject) -> list[str]:
-    rows = report.collected.subjects[report.collected.subjects["target"] == subject.target].to_dict("records")
+    rows = report.subjects[subject.target].rows
     summary = report.summaries[subject.target]
-    ran = next((r["result"] for r in rows if r["result"] is not None and r["result"].methods), None)
-    methods = ", ".join(f"`{m}`" for m in (ran.methods if ran else subject.methods)) or "none"
+    ran = next((r.row.result for r in rows if r.row.result is not None and r.row.result.methods), None)
+    methods = ", ".join(f"`{m}`" for m in report.subjects[subject.target].methods) or "none"
     out = [f"## `{subject.target.rsplit(':', 1)[-1]}`", "", f"`{subject.target}`, audited methods {methods}.", ""]
     out += [f"- {inline(line)}" for line in (*summary.lines, *summary.deprecations)] + [""]
     out += [f"**Recommendation:** {inline(summary.recommendation)}", ""]
@@ -143,9 +134,9 @@ def subject_section(report: Report, subject: Subject) -> list[str]:
         out += [f"At a glance: {inline(summary.glance)}", ""]
     main = [
         [
-            r["label"],
-            *((r["override_shown"], r["base_shown"]) if r["decided"].ran else (r["verdict"],) * 2),
-            r["phrase"],
+            r.label,
+            *((r.row.override_shown, r.row.base_shown) if r.verdict.ran else (r.verdict.verdict,) * 2),
+            phrase(r.conclusion, r.verdict),
         ]
         for r in rows
     ]
@@ -239,7 +230,7 @@ def _differs_alone(o: dict[str, Any]) -> bool:
 
 
 def versions_table(collected: Collected) -> str:
-    results = list(collected.cells["result"])
+    results = [c.result for c in collected.cells]
     packages = list(dict.fromkeys(p for r in results for p in r.resolved))
     rows = [
         [", ".join(f"{a} {v}" for a, v in r.requested.items()), r.status, *(r.resolved.get(p, "—") for p in packages)]
@@ -273,11 +264,10 @@ def markdown(report: Report) -> str:
 
 def report_json(report: Report) -> dict[str, Any]:
     """The contract other tools read: schema, matrix, cells (newest first) with their subjects' verdicts."""
-    subjects = report.collected.subjects.to_dict("records")
     cells = []
-    for cell in report.collected.cells.to_dict("records"):
-        r = cell["result"]
-        mine = [s for s in subjects if s["cell"] == cell["cell"]]
+    for cell in report.collected.cells:
+        r = cell.result
+        mine = [s for s in report.rows if s.row.cell.cell == r.cell]
         cells.append(
             {
                 "cell": r.cell,
@@ -313,17 +303,17 @@ def report_json(report: Report) -> dict[str, Any]:
     return data
 
 
-def subject_json(row: dict[str, Any]) -> dict[str, Any]:
-    ran, decided = row["result"], row["decided"]
+def subject_json(row: Concluded) -> dict[str, Any]:
+    ran, decided = row.row.result, row.verdict
     return {
-        "target": row["target"],
+        "target": row.row.target,
         "methods": list(ran.methods) if ran else [],
         "verdict": decided.verdict,
         "reason": decided.reason,
         "differs": list(decided.differs),
         "follows": list(decided.follows),
-        "conclusion": row["conclusion"].kind,
-        "phrase": row["phrase"],
+        "conclusion": row.conclusion.kind,
+        "phrase": phrase(row.conclusion, row.verdict),
         "probes": list(ran.probes) if ran else [],
         "variants": list(ran.variants) if ran else [],
         "unprobed": list(ran.unprobed) if ran else [],

@@ -5,11 +5,14 @@
                                       releases whose every file is yanked are left out; with `before`, as of then
                                       (PEP 700 upload times, as uv's --exclude-newer; files without one count)
     lookup(environ, before)           `releases` for one run: the index's answer is kept in a small file for a few
-                                      minutes (`cache_folder`), so the noxfile's import, `nox -l`, the run and its
-                                      cells ask the index once
+                                      minutes (`cache_folder`), so that `nox -l` and the run that follows it ask
+                                      the index once
     resolve("5.x", versions)          the newest release an axis value allows, or None
     expand(spec, releases_of)         the spec with every sweep replaced by the releases it stands for
     pins(cell, releases_of)           the release each ranged axis value of a cell resolves to today
+    validate(specs, environ)          every axis value of matrix files resolved, for `compat-matrix validate`
+
+Only the process that plans a run asks (compat_matrix.plan); the processes it starts read the plan.
 
 Reading the index's answer is pure (`uploads_json`, `parse_html`, `versions_in`, `sweep`) and tested on recorded
 answers; `fetch` is the one network call.
@@ -41,17 +44,17 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from compat_matrix.cells import Cell
+from compat_matrix.cells import Cell, cells
 from compat_matrix.envs import uv_environment
+from compat_matrix.exits import plural
 from compat_matrix.results import write_json_atomic
-from compat_matrix.spec import PYTHON, MatrixError, MatrixSpec, Sweep, axis_specifier, dotted, show, timestamp
+from compat_matrix.spec import PYTHON, MatrixError, MatrixSpec, Sweep, axis_specifier, display_path, dotted, show
 
 PYPI = "https://pypi.org/simple/"
 ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 TIMEOUT = 30.0  # seconds for one answer of the index
 CACHE_SECONDS = 600.0  # how long an answer of the index is taken as today's
 CACHE_VARIABLE = "COMPAT_MATRIX_CACHE"  # the folder of compat-matrix's own cache
-EXCLUDE_NEWER_VARIABLE = "COMPAT_MATRIX_EXCLUDE_NEWER"  # `--exclude-newer` of one run: overrides the files' own
 
 
 class ResolveError(Exception):
@@ -329,20 +332,36 @@ def expand(spec: MatrixSpec, releases_of: Callable[[str], Sequence[Version]]) ->
     return replace(spec, axes=tuple(axes))
 
 
-def for_run(specs: Sequence[MatrixSpec], environ: Mapping[str, str]) -> tuple[list[MatrixSpec], list[str]]:
-    """The specs as a run uses them: `--exclude-newer` of the run (COMPAT_MATRIX_EXCLUDE_NEWER) in place of the
-    files' own, and every sweep expanded into releases; and the problems (bad input) that stop the run."""
+@dataclass(frozen=True)
+class Checked:
+    """What checking matrix files against the index says: lines to show, warnings, and problems (bad input)."""
+
+    lines: tuple[str, ...]
+    warnings: tuple[str, ...]
+    problems: tuple[str, ...]
+
+
+def validate(specs: Sequence[MatrixSpec], environ: Mapping[str, str], offline: bool = False) -> Checked:
+    """Every axis value of every spec resolved against the index (unless `offline`): per file its cells and what
+    each value resolves to. A value that no release matches is a problem; an index that cannot be read, a warning."""
+    lines: list[str] = []
+    warnings: list[str] = []
     problems: list[str] = []
-    newer = environ.get(EXCLUDE_NEWER_VARIABLE)
-    if newer:
-        try:
-            specs = [replace(s, exclude_newer=timestamp(newer)) for s in specs]
-        except ValueError as exc:
-            return list(specs), [f"--exclude-newer = {show(newer)}: {exc}"]
-    out = []
     for spec in specs:
+        if offline:
+            count = "sweeps, listed from the package index" if spec.sweeps else plural(len(cells(spec)), "cell")
+            lines.append(f"{display_path(spec.path)}: {count}")
+            continue
+        releases_of = lookup(environ, spec.exclude_newer)
         try:
-            out.append(expand(spec, lookup(environ, spec.exclude_newer)))
+            expanded = expand(spec, releases_of)
+            said, found = check_axes(expanded, releases_of)
+        except ResolveError as exc:
+            warnings.append(f"axes not checked against the package index: {exc} (--offline skips it)")
+            continue
         except MatrixError as exc:
             problems += exc.problems
-    return out, problems
+            continue
+        lines += [f"{display_path(spec.path)}: {plural(len(cells(expanded)), 'cell')}", *(f"  {s}" for s in said)]
+        problems += found
+    return Checked(tuple(lines), tuple(warnings), tuple(problems))

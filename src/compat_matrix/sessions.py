@@ -1,46 +1,39 @@
-"""The nox sessions of a matrix run: one per cell, and `matrix` (every cell in parallel lanes, then the report).
+"""The nox sessions of a matrix run: one per cell, `matrix` (every cell in parallel lanes, then the report) and
+`bisect` (rounds of cells until the first release that differs).
 
-    plan(home, noxfile, environ)    the matrix files (COMPAT_MATRIX, else home/matrix/*.toml), their cells (sweeps
-                                    expanded from the package index), and where their reports go
-                                    (COMPAT_MATRIX_REPORTS, else each file's reports folder)
-    register(plan)                  one nox session per cell, `matrix` and `bisect`
-    run_matrix(plan, ...)           the cells in parallel lanes (a nested nox on `plan.noxfile`), then the report
-    run_bisect(plan, argv, ...)     rounds of cells (bisect.py chooses them) until the first release that differs
+    front(home, noxfile, environ)   what a noxfile's import registers sessions from: the plan the run handed down
+                                    (COMPAT_MATRIX_PLAN), else the files the variables name, parsed here once
+    register(front)                 one nox session per cell, `matrix` and `bisect`
+    run_matrix(plan, envdir, ...)   the plan's cells in a nested nox, `lanes` at once, then the reports
+    run_bisect(plan, envdir, ...)   the bisection's rounds (bisect.py chooses them), then its answer file
 
 Both noxfiles use this: the one packaged with compat-matrix (what `compat-matrix run` starts, from any folder) and
-this repository's, which adds its development sessions. The nested nox rebuilds the same plan from the variables
-`run_matrix` hands it.
+this repository's, which adds its development sessions. Sessions only parse their posargs and print; the plan
+(compat_matrix.plan), the report (compat_matrix.report) and the exit code (compat_matrix.exits) are decided
+elsewhere.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
-import re
-import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import nox
+from packaging.version import Version
 
-from compat_matrix import bisect, cells, envs, exits, progress, resolve, spec
+from compat_matrix import bisect, cells, envs, exits, plan, progress, verdict
+from compat_matrix.exits import BadInput, Outcome
+from compat_matrix.plan import Plan
 from compat_matrix.results import write_json_atomic, write_text_atomic
 
-FILES_VARIABLE = "COMPAT_MATRIX"  # matrix files, separated by os.pathsep
-REPORTS_VARIABLE = "COMPAT_MATRIX_REPORTS"  # one reports folder for every file
-HOME_VARIABLE = "COMPAT_MATRIX_HOME"  # the folder whose matrix/ and reports/ are the defaults
-LANES_VARIABLE = "COMPAT_MATRIX_LANES"  # cells at once
-CACHED_VARIABLE = "COMPAT_MATRIX_CACHED"  # "1": reuse results whose fingerprint is unchanged (`--cached`)
-MUTANTS_VARIABLE = "COMPAT_MATRIX_MUTANTS"  # "1": run the tests against broken overrides too (`--mutants`)
-EXCLUDE_NEWER_VARIABLE = resolve.EXCLUDE_NEWER_VARIABLE  # `--exclude-newer` of one run
-EXTRA_VARIABLE = "COMPAT_MATRIX_EXTRA_CELLS"  # cells beyond the files' own (bisect's releases), as JSON
 REPORT_NEEDS = ("pandas", "packaging")  # imported by the report, which runs in nox's own Python
-CELL_MEMORY = 2 * 1024**3  # bytes one cell takes at most, about: torch, transformers, a tiny model
 # Options of the nox that runs `matrix` that the cells' nox needs too, and whether each takes a value.
 FORWARDED = {
     "--reuse-venv": True,
@@ -53,70 +46,35 @@ FORWARDED = {
 
 
 @dataclass(frozen=True)
-class Plan:
-    home: Path
-    noxfile: Path  # the noxfile whose sessions run the cells
-    files: tuple[Path, ...]
-    specs: tuple[spec.MatrixSpec, ...]
-    problems: tuple[str, ...]  # a bad file runs nothing; the report command says what is wrong
-    override: Path | None  # one reports folder for every file
-    extra: tuple[cells.Cell, ...] = ()  # cells beyond the files' own: releases a bisection tests
+class Front:
+    """What a noxfile's import knows: the plan its sessions come from (None: the input is bad, and `problems` says
+    why); and, where this process is the first of its run, what was asked and the files as parsed, so that a
+    session can plan its run with its own options without reading them again."""
 
-    def folder(self, matrix: spec.MatrixSpec) -> Path:
-        return self.override or cells.reports_folder(matrix.path, self.home)
+    plan: Plan | None
+    problems: tuple[str, ...] = ()
+    request: plan.Request | None = None  # None: the plan was handed down
+    loaded: plan.Loaded | None = None
 
     @property
-    def cells(self) -> list[tuple[spec.MatrixSpec, cells.Cell]]:
-        if self.problems:
-            return []
-        listed = [(s, c) for s in self.specs for c in cells.cells(s)]
-        ids = {c.id for _, c in listed}
-        by_name = {s.name: s for s in self.specs}
-        return listed + [(by_name[c.matrix], c) for c in self.extra if c.matrix in by_name and c.id not in ids]
-
-    def environ(self) -> dict[str, str]:
-        """The variables that make a nox on `noxfile` plan exactly this run."""
-        environ = {**os.environ, FILES_VARIABLE: os.pathsep.join(map(str, self.files)), HOME_VARIABLE: str(self.home)}
-        environ.pop(REPORTS_VARIABLE, None)
-        environ.pop(EXTRA_VARIABLE, None)
-        extra = json.dumps([[c.matrix, [list(pair) for pair in c.axes]] for c in self.extra])
-        return (
-            environ
-            | ({REPORTS_VARIABLE: str(self.override)} if self.override else {})
-            | ({EXTRA_VARIABLE: extra} if self.extra else {})
-        )
+    def names(self) -> frozenset[str]:
+        specs = self.loaded.specs if self.loaded else [m.spec for m in self.plan.matrices] if self.plan else []
+        return frozenset(s.name for s in specs)
 
 
-def plan(home: Path, noxfile: Path, environ: Mapping[str, str]) -> Plan:
-    """The run that the variables describe. Sweeps are expanded here, at the noxfile's import, from the index's
-    answer (kept a few minutes, so that `nox -l`, the run and its nested nox ask once); an index that cannot be
-    read when a sweep needs it is a problem of the run (exit code 2)."""
-    files = spec.matrix_files(environ.get(FILES_VARIABLE), Path(home) / "matrix")
-    loaded, problems = spec.load_all(files)
-    specs, more = resolve.for_run(loaded, environ)
-    if environ.get(MUTANTS_VARIABLE) == "1":
-        specs = [replace(s, mutants=True) for s in specs]
-    reports = environ.get(REPORTS_VARIABLE)
-    extra, wrong = extra_cells(environ.get(EXTRA_VARIABLE, ""))
-    return Plan(
-        Path(home).resolve(),
-        Path(noxfile).resolve(),
-        tuple(files),
-        tuple(specs),
-        tuple(problems + more + wrong),
-        Path(reports).resolve() if reports else None,
-        extra,
-    )
-
-
-def extra_cells(text: str) -> tuple[tuple[cells.Cell, ...], list[str]]:
-    """The cells COMPAT_MATRIX_EXTRA_CELLS names: `[[matrix, [[axis, value], ...]], ...]`."""
-    if not text.strip():
-        return (), []
+def front(home: Path, noxfile: Path, environ: Mapping[str, str]) -> Front:
+    handed = environ.get(plan.PLAN_VARIABLE)
+    if handed:
+        try:
+            return Front(plan.read(Path(handed)))
+        except BadInput as exc:
+            return Front(None, tuple(exc.problems))
+    request = plan.request_from(environ, home, noxfile)
+    loaded = plan.load(request.files)
     try:
-        return tuple(cells.Cell(str(m), tuple((str(a), str(v)) for a, v in axes)) for m, axes in json.loads(text)), []
-    except (ValueError, TypeError) as exc:
-        return (), [f"{EXTRA_VARIABLE} = {spec.show(text)}: not a list of [matrix, [[axis, value], ...]] ({exc})"]
+        return Front(plan.make(request, loaded, environ), (), request, loaded)
+    except BadInput as exc:
+        return Front(None, tuple(exc.problems), request, loaded)
 
 
 def noxfile_in(envdir: Path, packaged: Path) -> Path:
@@ -127,23 +85,6 @@ def noxfile_in(envdir: Path, packaged: Path) -> Path:
     if not copy.exists() or copy.read_text(encoding="utf-8") != text:
         write_text_atomic(copy, text)
     return copy
-
-
-def lanes(environ: Mapping[str, str], cpus: int, memory: int) -> int:
-    """Cells at once: COMPAT_MATRIX_LANES, else one per core, and no more than the memory holds (CELL_MEMORY each)."""
-    value = environ.get(LANES_VARIABLE, "").strip()
-    if value:
-        if not (value.isascii() and value.isdecimal()) or int(value) < 1:
-            raise ValueError(f"{LANES_VARIABLE} = {spec.show(value)}: a whole number of cells at once, at least 1")
-        return int(value)
-    return max(1, min(cpus, memory // CELL_MEMORY))
-
-
-def physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return CELL_MEMORY * (os.cpu_count() or 1)
 
 
 def forwarded(argv: Sequence[str]) -> list[str]:
@@ -159,13 +100,13 @@ def forwarded(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def register(run: Plan, with_matrix: bool = True) -> None:
-    """One session per cell (what CI shards on), and `matrix`."""
+def register(run: Front, with_matrix: bool = True) -> None:
+    """One session per cell (what CI shards on), and `matrix` and `bisect`."""
     nox.options.default_venv_backend = "uv"
     nox.options.reuse_venv = "yes"
     os.environ.update(envs.uv_environment(os.environ))
-    for matrix_spec, cell in run.cells:
-        cell_session(matrix_spec, cell, run.folder(matrix_spec))
+    for matrix, cell in run.plan.cells() if run.plan else ():
+        cell_session(run.plan, matrix, cell)
     if not with_matrix:
         return
 
@@ -182,269 +123,197 @@ def register(run: Plan, with_matrix: bool = True) -> None:
     nox.session(name="bisect", python=False, default=False)(bisect)
 
 
-def cell_session(matrix_spec: spec.MatrixSpec, cell: cells.Cell, reports: Path) -> None:
+def cell_session(run: Plan, matrix: plan.Matrix, cell: cells.Cell) -> None:
     """The session of one cell. It fails when the cell could not run; its result file says why either way."""
 
-    def run(session: nox.Session) -> None:
+    def session_of_cell(session: nox.Session) -> None:
+        pins, unpinned = (run.pins, run.unpinned) if run.pins is not None else planned_now(matrix, cell)
+        if cell.id in unpinned:
+            session.log(
+                f"package index not readable ({unpinned[cell.id]}): installing {', '.join(cell.pins)} as requested"
+            )
         python = Path(session.bin) / "python"
-        cached = os.environ.get(CACHED_VARIABLE) == "1"
-        try:  # today's releases: a ranged value such as 5.x is installed as the release it resolves to now
-            pins = resolve.pins(cell, resolve.lookup(os.environ, matrix_spec.exclude_newer))
-        except resolve.ResolveError as exc:
-            session.log(f"package index not readable ({exc}): installing {', '.join(cell.pins)} as requested")
-            pins = None
-        result = envs.run_cell(matrix_spec, cell, python, reports, log=session.log, cached=cached, pins=pins)
-        why = envs.could_not_run(result)
+        result = envs.run_cell(
+            matrix.spec, cell, python, matrix.reports, log=session.log, cached=run.cached, pins=pins.get(cell.id)
+        )
+        if not run.handed_down:  # run on its own: no one else tells that it finished
+            session.log(progress.line(result))
+        why = verdict.could_not_run(result)
         if why:
-            session.error(f"{cell.id} could not run: {why}")
+            session.error(f"{cell.id} could not run: {why}" + (f": {result.reason}" if result.reason else ""))
 
     def unavailable(session: nox.Session) -> None:
-        envs.write_unavailable(matrix_spec, cell, reports)
+        envs.write_unavailable(matrix.spec, cell, matrix.reports)
         session.error(f"{cell.id} could not run: {envs.NO_INTERPRETER}: python {cell.python}")
 
     if cell.python and not envs.python_available(cell.python):
         nox.session(name=cell.id, python=False, default=False, allow_parallel=True)(unavailable)
     else:
-        nox.session(name=cell.id, python=cell.python, default=False, allow_parallel=True)(run)
+        nox.session(name=cell.id, python=cell.python, default=False, allow_parallel=True)(session_of_cell)
 
 
-def matrix_session(session: nox.Session, run: Plan) -> None:
-    """`nox -s matrix [-- --cached --mutants --baseline OLD.json]`: ends nox with the documented exit code."""
-    cached = "--cached" in session.posargs
-    newer, posargs = option_value(session.posargs, "--exclude-newer")
-    if "--mutants" in posargs or newer is not None:
-        os.environ.update({MUTANTS_VARIABLE: "1"} if "--mutants" in posargs else {})
-        os.environ.update({EXCLUDE_NEWER_VARIABLE: newer} if newer is not None else {})
-        run = plan(run.home, run.noxfile, run.environ())
-    options = [arg for arg in posargs if arg not in ("--cached", "--mutants")]
+def planned_now(matrix: plan.Matrix, cell: cells.Cell) -> tuple[dict, dict]:
+    """The releases a cell run on its own installs (`nox -s cell:…`): this process is the first of its run."""
+    return plan.pinned([(matrix, cell)], plan.Lookups(os.environ))
+
+
+class Posargs(argparse.ArgumentParser):
+    """A session's posargs: a problem is bad input, said in one line, before anything runs."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise BadInput([f"{self.prog}: {message}"])
+
+
+def matrix_options(posargs: Sequence[str]) -> dict[str, object]:
+    """`nox -s matrix -- [--cached] [--mutants] [--exclude-newer DATE] [--baseline OLD.json]`, as Request fields."""
+    parser = Posargs(prog="nox -s matrix --", add_help=False)
+    parser.add_argument("--cached", action="store_true")
+    parser.add_argument("--mutants", action="store_true")
+    parser.add_argument("--exclude-newer")
+    parser.add_argument("--baseline", type=Path, action="append", default=[])
+    args = parser.parse_args(list(posargs))
+    return {
+        "cached": args.cached,
+        "mutants": args.mutants,
+        "exclude_newer": args.exclude_newer,
+        "baselines": tuple(args.baseline),
+    }
+
+
+def session_plan(run: Front, **asked: object) -> Plan:
+    """The plan of a session's run: what the noxfile's variables asked for, with the session's own options."""
+    if run.request is None or run.loaded is None:
+        raise BadInput(list(run.problems) or ["a plan handed down runs only its cells"])
+    return plan.make(replace(run.request, runs=True, **asked), run.loaded)  # type: ignore[arg-type]
+
+
+def matrix_session(session: nox.Session, run: Front) -> None:
+    """`nox -s matrix [-- --cached --mutants --exclude-newer DATE --baseline OLD.json]`: ends nox with the
+    documented exit code."""
     envdir = Path(session.env_dir).parent
-    code = guarded(lambda: run_matrix(run, None, envdir, forwarded(sys.argv), options, cached))
+    argv = forwarded(sys.argv)
+    finish(exits.guarded(lambda: run_matrix(session_plan(run, **matrix_options(session.posargs)), envdir, argv)))
+
+
+def bisect_session(session: nox.Session, run: Front) -> None:
+    """`nox -s bisect -- --subject M:C --range SPEC [--observation P.N]`: ends nox with the documented exit code."""
+
+    def bisection() -> Outcome:
+        parser = Posargs(prog="nox -s bisect --", add_help=False)
+        bisect.add_arguments(parser)
+        args = parser.parse_args(session.posargs)
+        asked = plan.Bisect(args.range, args.subject, args.axis, args.observation)
+        made = session_plan(run, exclude_newer=args.exclude_newer, bisect=asked, report=False)
+        return run_bisect(made, Path(session.env_dir).parent, forwarded(sys.argv))
+
+    finish(exits.guarded(bisection), always=False)
+
+
+def finish(outcome: Outcome, always: bool = True) -> None:
+    """Say what the outcome was (problems, then the line of its exit code) and end nox with that code."""
+    for problem in outcome.bad_input:
+        print(f"error: {problem}", file=sys.stderr)
+    code = exits.code(outcome)
+    if always or code:
+        print(exits.line(outcome), file=sys.stderr if outcome.unexpected else sys.stdout, flush=True)
     if code:
         sys.exit(code)
 
 
-def option_value(args: Sequence[str], name: str) -> tuple[str | None, list[str]]:
-    """The value of `name VALUE` or `name=VALUE` in `args` (the last one wins), and the other arguments."""
-    value, rest, index = None, [], 0
-    while index < len(args):
-        arg = args[index]
-        if arg == name and index + 1 < len(args):
-            value, index = args[index + 1], index + 2
-            continue
-        if arg.startswith(f"{name}="):
-            value = arg.partition("=")[2]
-        else:
-            rest.append(arg)
-        index += 1
-    return value, rest
-
-
-def guarded(body: Callable[[], int]) -> int:
-    """`body()`'s exit code; an unexpected error is exit code 4 and one line saying where its traceback is."""
-    try:
-        return body()
-    except Exception as exc:
-        print(exits.unexpected(exc), file=sys.stderr, flush=True)
-        return exits.UNEXPECTED
-
-
-def run_matrix(
-    run: Plan,
-    ids: Sequence[str] | None,
-    envdir: Path,
-    nox_options: Sequence[str],
-    report_options: Sequence[str],
-    cached: bool,
-    report: bool = True,
-) -> int:
-    """Run the cells (`ids`, else all) in parallel lanes, then the report (unless `report` is false: then the exit
-    code is 0 or 3, from the cells alone). One run at a time per reports folder."""
+def run_matrix(run: Plan, envdir: Path, nox_options: Sequence[str]) -> Outcome:
+    """Run the plan's cells in parallel lanes, then the reports (unless the plan writes none: then the outcome is
+    the cells' alone). One run at a time per reports folder."""
     missing = [name for name in REPORT_NEEDS if importlib.util.find_spec(name) is None]
-    if report and missing:  # say so before any cell runs, not with a traceback (exit 1) at the end
-        print(
-            f"error: the report needs {', '.join(missing)} in this Python ({sys.executable}): "
-            "python -m pip install -e <compat-matrix checkout>, or run `compat-matrix run`",
-            file=sys.stderr,
+    if run.report and missing:  # say so before any cell runs, not with a traceback at the end
+        raise BadInput(
+            [
+                f"the report needs {', '.join(missing)} in this Python ({sys.executable}): "
+                "python -m pip install -e <compat-matrix checkout>, or run `compat-matrix run`"
+            ]
         )
-        print(exits.exit_line(exits.BAD_INPUT, []), flush=True)
-        return exits.BAD_INPUT
-    try:
-        width = lanes(os.environ, os.cpu_count() or 1, physical_memory())
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        print(exits.exit_line(exits.BAD_INPUT, []), flush=True)
-        return exits.BAD_INPUT
-    selected = [(s, c) for s, c in run.cells if ids is None or c.id in ids]
-    folders = sorted({run.folder(s) for s, _ in selected}) or [run.override or run.home / "reports"]
-    command = [sys.executable, "-m", "compat_matrix.cli", "report", "--wait"]
-    command += [*(["--reports", str(run.override)] if run.override else []), *map(str, run.files), *report_options]
-    path = os.pathsep.join(p for p in (str(envs.SOURCE), os.environ.get("PYTHONPATH")) if p)
+    selected = run.to_run()
+    folders = sorted({m.reports for m, _ in selected} | ({m.reports for m in run.matrices} if run.report else set()))
     with ExitStack() as stack:
         for folder in folders:
             stack.enter_context(envs.run_lock(folder, log=envs.say))
-        # Started first, so that its imports (pandas) overlap the cells; it reads the results once told to.
-        environ = {**os.environ, "PYTHONPATH": path}
-        merge = (
-            subprocess.Popen(command, stdin=subprocess.PIPE, text=True, cwd=run.home, env=environ) if report else None
-        )
-        interrupted = False
-        try:
-            if selected:
-                interrupted = run_cells(run, selected, envdir, nox_options, width, cached)
-        finally:
-            if merge:
-                merge.communicate("go\n")
-    if interrupted:
-        return exits.INTERRUPTED
-    return merge.returncode if merge else cells_code(run, selected)
+        if run.report:  # its imports (pandas) overlap the cells
+            threading.Thread(target=importlib.import_module, args=("compat_matrix.report",), daemon=True).start()
+        interrupted = bool(selected) and run_cells(run, selected, envdir, nox_options, run.lanes)
+        if not run.report:
+            return replace(cells_outcome(selected), interrupted=interrupted)
+        from compat_matrix import report
+
+        written = report.run(run)
+        for line in report.console(written):
+            envs.say(line)
+        return replace(report.outcome(written), interrupted=interrupted)
 
 
 def run_cells(
-    run: Plan,
-    selected: Sequence[tuple[spec.MatrixSpec, cells.Cell]],
-    envdir: Path,
-    nox_options: Sequence[str],
-    width: int,
-    cached: bool,
+    run: Plan, selected: Sequence[tuple[plan.Matrix, cells.Cell]], envdir: Path, nox_options: Sequence[str], width: int
 ) -> bool:
-    """The cells' sessions in a nested nox (so one cell never stops another), `width` at once, with a progress
-    line per finished cell; returns whether the run was interrupted (Ctrl-C, SIGTERM)."""
+    """The cells' sessions in a nested nox that reads the plan (so one cell never stops another), `width` at once,
+    with a line per finished cell; returns whether the run was interrupted (Ctrl-C, SIGTERM)."""
+    path = plan.write(run, envdir)
     nested = [sys.executable, "-m", "nox", "-f", str(run.noxfile), "--envdir", str(envdir), *nox_options]
     nested += ["--parallel", str(width), "-s", *(cell.id for _, cell in selected)]
-    environ = run.environ() | {CACHED_VARIABLE: "1" if cached else "0"}
-    watched = progress.tracked([(c.id, cells.result_path(run.folder(s), c)) for s, c in selected])
-    watcher = progress.Watcher(watched, width, envs.say, envs.progress_line)
-    _, interrupted = envs.run_watched(nested, environ, watcher.tick)
+    watched = progress.tracked([(c.id, cells.result_path(m.reports, c)) for m, c in selected])
+    watcher = progress.Watcher(watched, width, envs.say, progress.line)
+    try:
+        _, interrupted = envs.run_watched(nested, plan.nested_environ(os.environ, path), watcher.tick, progress.shown)
+    finally:
+        path.unlink(missing_ok=True)
     return interrupted
 
 
-def cells_code(run: Plan, selected: Sequence[tuple[spec.MatrixSpec, cells.Cell]]) -> int:
-    """0 when every selected cell ran, else 3; says so in one line."""
+def cells_outcome(selected: Sequence[tuple[plan.Matrix, cells.Cell]]) -> Outcome:
+    """The outcome of cells run without a report: each that could not run, once."""
     failed = []
-    for matrix_spec, cell in selected:
-        path = cells.result_path(run.folder(matrix_spec), cell)
-        try:
-            why = envs.could_not_run(envs.read_cell_result(path))
-        except envs.ResultFileError as exc:
-            why = f"no usable result ({exc})"
+    for matrix, cell in selected:
+        why = verdict.could_not_run(cells.read_result(matrix.spec.name, cell, matrix.reports))
         if why:
             failed.append(f"{cell.id} ({why})")
-    code = exits.CELL_FAILED if failed else exits.OK
-    what = (
-        f"{exits.plural(len(failed), 'cell')} could not run" if failed else f"{exits.plural(len(selected), 'cell')} ran"
-    )
-    print(exits.exit_line(code, failed, what), flush=True)
-    return code
+    return Outcome(cells=len(selected), could_not_run=tuple(failed), checked=False)
 
 
-def bisect_session(session: nox.Session, run: Plan) -> None:
-    """`nox -s bisect -- --subject M:C --range SPEC [--observation P.N]`: ends nox with the documented exit code."""
-    parser = argparse.ArgumentParser(prog="nox -s bisect --", description="Find the first release that differs.")
-    bisect.add_arguments(parser)
-    options = parser.parse_args(session.posargs)
-    if options.exclude_newer is not None:
-        os.environ[EXCLUDE_NEWER_VARIABLE] = options.exclude_newer
-        run = plan(run.home, run.noxfile, run.environ())
-    code = guarded(lambda: run_bisect(run, options, Path(session.env_dir).parent, forwarded(sys.argv)))
-    if code:
-        sys.exit(code)
+def run_bisect(run: Plan, envdir: Path, nox_options: Sequence[str]) -> Outcome:
+    """Rounds of cells, each release of a round in a lane of its own, until the first release in the range whose
+    outcome for the subject differs from the range's oldest; then reports/<matrix>.bisect.json."""
+    asked = run.bisection
+    if asked is None:
+        raise BadInput(["no bisection in the plan"])
+    matrix = run.matrix(asked.matrix)
 
-
-def _bad_input(problems: Sequence[str]) -> int:
-    for line in problems:
-        print(f"error: {line}", file=sys.stderr)
-    print(exits.exit_line(exits.BAD_INPUT, []), flush=True)
-    return exits.BAD_INPUT
-
-
-def run_bisect(run: Plan, options: argparse.Namespace, envdir: Path, nox_options: Sequence[str]) -> int:
-    """Rounds of cells, each release of a round in a lane of its own, until the first release in `options.range`
-    whose outcome for `options.subject` differs from the range's oldest; then reports/<matrix>.bisect.json.
-    Exit codes: 0 answered, 2 bad input, 3 a cell could not run, 130 interrupted. The run's --exclude-newer is
-    already in `run` (COMPAT_MATRIX_EXCLUDE_NEWER)."""
-    if run.problems:
-        return _bad_input(run.problems)
-    try:
-        matrix_spec, target, axis, releases = bisect_target(run, options)
-        width = lanes(os.environ, os.cpu_count() or 1, physical_memory())
-    except ValueError as exc:
-        return _bad_input(str(exc).splitlines())
-    base = {a.package: a.values[0] for a in matrix_spec.axes}
-    folder = run.folder(matrix_spec)
-
-    def cell_of(version: object) -> cells.Cell:
-        return cells.Cell(matrix_spec.name, tuple((a, str(version) if a == axis else v) for a, v in base.items()))
-
-    def test(versions: list) -> dict:
-        tried = replace(run, extra=tuple(cell_of(v) for v in versions))
-        selected = [(matrix_spec, cell_of(v)) for v in versions]
-        with envs.run_lock(folder, log=envs.say):
-            if run_cells(tried, selected, envdir, nox_options, min(width, len(selected)), cached=True):
+    def test(versions: list[Version]) -> dict[Version, str]:
+        selected = [(matrix, asked.cell(v)) for v in versions]
+        with envs.run_lock(matrix.reports, log=envs.say):
+            if run_cells(run, selected, envdir, nox_options, min(run.lanes, len(selected))):
                 raise KeyboardInterrupt
         found, failed = {}, []
         for version, (_, cell) in zip(versions, selected, strict=True):
-            try:
-                result = envs.read_cell_result(cells.result_path(folder, cell))
-            except envs.ResultFileError as exc:
-                failed.append(f"{cell.id} (no usable result: {exc})")
-                continue
-            why = bisect.failure(result, target)
+            result = cells.read_result(matrix.spec.name, cell, matrix.reports)
+            why = verdict.could_not_run(result, asked.target)
             if why:
                 failed.append(f"{cell.id} ({why})")
             else:
-                found[version] = bisect.outcome(result, target, options.observation)
+                found[version] = bisect.outcome(result, asked.target, asked.observation)
         if failed:
             raise bisect.CouldNotRun(failed)
         return found
 
+    releases = [Version(r) for r in asked.releases]
     try:
-        answer = bisect.bisect(releases, test, width, log=envs.say, axis=axis)
+        answer = bisect.bisect(releases, test, run.lanes, log=envs.say, axis=asked.axis)
     except bisect.CouldNotRun as exc:
-        print(exits.exit_line(exits.CELL_FAILED, exc.failed, f"{exits.plural(len(exc.failed), 'cell')} could not run"))
-        return exits.CELL_FAILED
-    except KeyboardInterrupt:
-        print(exits.exit_line(exits.INTERRUPTED, []), flush=True)
-        return exits.INTERRUPTED
+        return Outcome(could_not_run=tuple(exc.failed), checked=False)
     if answer.contradicted:
         envs.say("note: the outcomes change more than once in the range; the answer is one release where they do")
-    if options.observation and set(answer.tested.values()) == {bisect.ABSENT}:
-        envs.say(f"note: no tested release observed {options.observation}")
-    path = folder / f"{matrix_spec.name}.bisect.json"
-    what = (target, axis, options.range, options.observation, matrix_spec.exclude_newer)
-    write_json_atomic(path, bisect.answer_json(answer, matrix_spec.name, *what))
+    if asked.observation and set(answer.tested.values()) == {bisect.ABSENT}:
+        envs.say(f"note: no tested release observed {asked.observation}")
+    path = matrix.reports / f"{matrix.spec.name}.bisect.json"
+    what = (asked.target, asked.axis, asked.range, asked.observation, matrix.spec.exclude_newer)
+    write_json_atomic(path, bisect.answer_json(answer, matrix.spec.name, *what))
     envs.say(f"tested {exits.plural(len(answer.tested), 'release')} in {exits.plural(len(answer.rounds), 'round')}")
     envs.say(f"wrote {path}")
-    envs.say(bisect.answer_line(answer, axis, options.range))
-    return exits.OK
-
-
-def bisect_target(run: Plan, options: argparse.Namespace) -> tuple[spec.MatrixSpec, str, str, list]:
-    """The matrix, subject, axis and releases a bisection is about; ValueError (one line each) for bad input."""
-    subjects = [(s, subject.target) for s in run.specs for subject in s.subjects]
-    wanted = options.subject or (subjects[0][1] if len(subjects) == 1 else None)
-    if wanted is None:
-        raise ValueError(f"--subject: which one? ({', '.join(t for _, t in subjects)})")
-    found = [s for s, target in subjects if target == wanted]
-    if len(found) != 1:
-        why = "not a subject of the matrix" if not found else "a subject of several matrices: name one file"
-        raise ValueError(f"--subject {spec.show(wanted)}: {why} (subjects: {', '.join(t for _, t in subjects)})")
-    matrix_spec = found[0]
-    packages = [a.package for a in matrix_spec.axes if a.package != spec.PYTHON]
-    axis = options.axis or ("transformers" if "transformers" in packages else next(iter(packages), ""))
-    if axis not in packages:
-        raise ValueError(f"--axis {spec.show(axis)}: not a package axis of {matrix_spec.path} ({', '.join(packages)})")
-    if options.observation is not None and not re.fullmatch(r"\w+\.\S+", options.observation):
-        raise ValueError(f"--observation {spec.show(options.observation)}: as probe.name, e.g. trainer_step.default")
-    try:
-        allowed = spec.axis_specifier(options.range)
-    except ValueError as exc:
-        raise ValueError(f"--range {spec.show(options.range)}: {exc}") from None
-    try:
-        versions = resolve.lookup(os.environ, matrix_spec.exclude_newer)(axis)
-    except resolve.ResolveError as exc:
-        raise ValueError(f"--range {spec.show(options.range)}: cannot list the releases of {axis}: {exc}") from None
-    releases = list(allowed.filter(versions))
-    if not releases:
-        newest = f"the newest is {versions[-1]}" if versions else "there is none"
-        raise ValueError(f"--range {spec.show(options.range)}: no release of {axis} in it ({newest})")
-    return matrix_spec, wanted, axis, releases
+    envs.say(bisect.answer_line(answer, asked.axis, asked.range))
+    return Outcome(cells=len(answer.tested), checked=False)

@@ -21,15 +21,17 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from compat_matrix.exits import BadInput
+from compat_matrix.vocabulary import EXPECTABLE
+
 PYTHON = "python"
-VERDICTS = ("same", "differs")
 DEFAULT_TIMEOUT = 300.0  # seconds per probe call
 DEFAULT_CELL_TIMEOUT = 1800.0  # seconds for a whole cell: install and probes
 MAX_SECONDS = 7 * 24 * 3600.0
@@ -45,12 +47,15 @@ _MISSING = object()
 TIMESTAMP = "a date (2026-10-01, midnight UTC) or an RFC 3339 timestamp (2026-10-01T12:00:00Z)"
 
 
-class MatrixError(ValueError):
+class MatrixError(BadInput):
     """A matrix file that cannot be used; `problems` holds one line per problem."""
 
-    def __init__(self, problems: list[str]):
-        super().__init__("\n".join(problems))
-        self.problems = problems
+
+class Expectation(NamedTuple):
+    """The verdict a matrix file expects on the releases of the first axis that `range` allows."""
+
+    range: str  # a PEP 440 specifier, or "*"
+    verdict: str  # one of EXPECTABLE
 
 
 @dataclass(frozen=True)
@@ -58,8 +63,7 @@ class Subject:
     target: str  # "module:Class"
     methods: tuple[str, ...]
     factory: str | None = None  # "module:callable"; None means the default factory
-    # (version range of the first axis, or "*"; expected verdict), in file order: the first match applies
-    expect: tuple[tuple[str, str], ...] = ()
+    expect: tuple[Expectation, ...] = ()  # in file order: the first match applies
     # "probe.observation" that must differ wherever `differs` is expected, with the base side free of errors there
     catches: tuple[str, ...] = ()
     tests: tuple[str, ...] = ()  # the user's pytest node ids or paths, made absolute
@@ -71,6 +75,28 @@ class Subject:
             if spec == "*" or (version and _matches(spec, version)):
                 return verdict
         return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "methods": list(self.methods),
+            "factory": self.factory,
+            "expect": [list(pair) for pair in self.expect],
+            "catches": list(self.catches),
+            "tests": list(self.tests),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Subject:
+        expect = tuple(Expectation(str(spec), str(verdict)) for spec, verdict in data["expect"])
+        return cls(
+            data["target"],
+            tuple(data["methods"]),
+            data["factory"],
+            expect,
+            tuple(data["catches"]),
+            tuple(data["tests"]),
+        )
 
 
 def _matches(spec: str, version: str) -> bool:
@@ -118,6 +144,40 @@ class MatrixSpec:
     @property
     def sweeps(self) -> bool:
         return any(isinstance(v, Sweep) for axis in self.axes for v in axis.values)
+
+    def to_json(self) -> dict[str, Any]:
+        """The spec as a plan file holds it: checked, its sweeps already expanded into releases."""
+        if self.sweeps:
+            raise ValueError(f"{self.path}: sweeps not expanded into releases")
+        return {
+            "path": str(self.path),
+            "name": self.name,
+            "requirements": list(self.requirements),
+            "axes": [[axis.package, list(axis.values)] for axis in self.axes],
+            "subjects": [subject.to_json() for subject in self.subjects],
+            "timeout": self.timeout,
+            "cell_timeout": self.cell_timeout,
+            "exclude": [[list(pair) for pair in rule] for rule in self.exclude],
+            "probes": list(self.probes),
+            "mutants": self.mutants,
+            "exclude_newer": self.exclude_newer,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MatrixSpec:
+        return cls(
+            path=Path(data["path"]),
+            name=data["name"],
+            requirements=tuple(data["requirements"]),
+            axes=tuple(Axis(package, tuple(map(str, values))) for package, values in data["axes"]),
+            subjects=tuple(Subject.from_json(s) for s in data["subjects"]),
+            timeout=float(data["timeout"]),
+            cell_timeout=float(data["cell_timeout"]),
+            exclude=tuple(tuple((str(a), str(v)) for a, v in rule) for rule in data["exclude"]),
+            probes=tuple(data["probes"]),
+            mutants=bool(data["mutants"]),
+            exclude_newer=data["exclude_newer"],
+        )
 
     @property
     def packages(self) -> tuple[str, ...]:
@@ -176,6 +236,14 @@ def show(value: Any) -> str:
     """A value as a problem quotes it: its repr on one line, cut to SHOW_LIMIT characters."""
     text = repr(value)
     return text if len(text) <= SHOW_LIMIT else text[: SHOW_LIMIT - 1] + "…"
+
+
+def display_path(path: Path) -> str:
+    """`path` relative to the working directory when it lies below it, else absolute."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(Path(path).resolve())
 
 
 def dotted(prefix: str, key: str) -> str:
@@ -555,7 +623,7 @@ def _identifier(name: str) -> bool:
     return name.isidentifier() and not keyword.iskeyword(name)
 
 
-def _expect(table: Any, at: Context) -> tuple[tuple[str, str], ...]:
+def _expect(table: Any, at: Context) -> tuple[Expectation, ...]:
     if not isinstance(table, dict):
         at.problem(table, 'a table of version range = verdict, e.g. {">=5.23" = "differs", "*" = "same"}')
         return ()
@@ -566,9 +634,9 @@ def _expect(table: Any, at: Context) -> tuple[tuple[str, str], ...]:
                 SpecifierSet(spec)
             except InvalidSpecifier:
                 here.problem(verdict, f"{show(spec)} is not '*' or a PEP 440 specifier")
-        if not isinstance(verdict, str) or verdict not in VERDICTS:
-            here.problem(verdict, f"expected one of {', '.join(VERDICTS)}")
-    return tuple(table.items())
+        if not isinstance(verdict, str) or verdict not in EXPECTABLE:
+            here.problem(verdict, f"expected one of {', '.join(EXPECTABLE)}")
+    return tuple(Expectation(spec, verdict) for spec, verdict in table.items())
 
 
 def _catches(values: Any, at: Context) -> tuple[str, ...]:

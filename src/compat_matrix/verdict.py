@@ -11,27 +11,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, NamedTuple
 
-from compat_matrix.results import OK, CellResult, Observation, SubjectResult, failure_in
+from compat_matrix.results import CellResult, Observation, SubjectResult, failure_in
 from compat_matrix.spec import Subject
+from compat_matrix.vocabulary import RAN, ObservationName, Status, VerdictKind
 
-SAME = "same"
-DIFFERS = "differs"
-INCONCLUSIVE = "inconclusive"
-NO_PROBE = "no probe"
-NOT_RUN = "not run"
-REACHED = "reached"  # as compat_matrix.probes names them
-ERROR = "error"
-WARNINGS = "warnings"
-INCONCLUSIVE_OBSERVATION = "inconclusive"
+if TYPE_CHECKING:  # the host's rows; this module stays standard library only for the cell's progress lines
+    from compat_matrix.collect import SubjectRow
+
+OK = Status.OK
+SAME, DIFFERS = VerdictKind.SAME, VerdictKind.DIFFERS
+REACHED, ERROR, WARNINGS = ObservationName.REACHED, ObservationName.ERROR, ObservationName.WARNINGS
 FAMILIES = (None, "model", "trainer")  # subject kinds with probes of their own (compat_matrix.probes); None: unknown
 
 
 @dataclass(frozen=True)
 class Verdict:
-    verdict: str
+    verdict: str  # a VerdictKind where the cell and subject ran, else the Status that stopped them
     reason: str | None = None
     differs: tuple[str, ...] = ()  # "probe.observation" of every carrying observation that differs
     follows: tuple[str, ...] = ()  # the audited methods whose deletion alone reproduces a difference
@@ -39,7 +38,7 @@ class Verdict:
 
     @property
     def ran(self) -> bool:
-        return self.verdict in (SAME, DIFFERS, INCONCLUSIVE, NO_PROBE)
+        return self.verdict in RAN
 
     @property
     def following(self) -> str:
@@ -55,11 +54,11 @@ def decide(subject: SubjectResult, cell: CellResult | None = None) -> Verdict:
     if subject.status != OK:
         return Verdict(subject.status, subject.reason)
     if not subject.methods:
-        return Verdict(NO_PROBE, "nothing to audit: the class overrides no method of transformers")
+        return Verdict(VerdictKind.NO_PROBE, "nothing to audit: the class overrides no method of transformers")
     if not subject.probes and subject.kind not in FAMILIES:
-        return Verdict(NO_PROBE, f"no probe family covers a subject of this kind ({subject.kind})")
+        return Verdict(VerdictKind.NO_PROBE, f"no probe family covers a subject of this kind ({subject.kind})")
     if not subject.probes:
-        return Verdict(NO_PROBE, f"no probe exercises {_names(subject.methods)}")
+        return Verdict(VerdictKind.NO_PROBE, f"no probe exercises {_names(subject.methods)}")
     differing = [o for o in subject.observations if o.carries and not o.same]
     if differing:
         per_method = len(subject.methods) > 1 and any(o.without for o in differing)
@@ -69,7 +68,18 @@ def decide(subject: SubjectResult, cell: CellResult | None = None) -> Verdict:
             follows = _follows(differing, subject.methods) if per_method else ()
         return Verdict(DIFFERS, None, tuple(f"{o.probe}.{o.name}" for o in differing), follows, per_method)
     why = unobserved(subject)
-    return Verdict(INCONCLUSIVE, why) if why else Verdict(SAME)
+    return Verdict(VerdictKind.INCONCLUSIVE, why) if why else Verdict(SAME)
+
+
+def could_not_run(result: CellResult, target: str | None = None) -> str | None:
+    """Why a cell counts as one that could not run (exit code 3), or None when it ran: its status, or every subject
+    (only `target`, if given) that could not run with its status. The one place this is decided."""
+    if result.status != OK:
+        return str(result.status)
+    subjects = [s for s in result.subjects if target is None or s.target == target]
+    if target is not None and not subjects:
+        return f"{target} {Status.NOT_RUN}"
+    return ", ".join(f"{s.target} {s.status}" for s in subjects if s.status != OK) or None
 
 
 def _follows(differing: list[Observation], methods: tuple[str, ...]) -> tuple[str, ...]:
@@ -90,7 +100,7 @@ def unobserved(subject: SubjectResult) -> str | None:
     ran: set[str] = set()
     vacuous: list[str] = []
     for probe, observations in by_probe.items():
-        empty = observations.get(INCONCLUSIVE_OBSERVATION)
+        empty = observations.get(ObservationName.INCONCLUSIVE)
         if empty is not None and empty.override and empty.base:
             vacuous.append(f"{probe}: {empty.override}")
             continue
@@ -121,30 +131,39 @@ def phrase(verdict: Verdict) -> str:
     return f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict
 
 
-def add_verdicts(subjects: Any) -> Any:
-    """The collected `subjects` frame with each row's Verdict (`decided`), `verdict` and `reason` added."""
-    decided = [
-        decide(result, cell) if result is not None or cell.status != OK else Verdict(NOT_RUN, "no result for it")
-        for result, cell in zip(subjects["result"], subjects["cell_result"], strict=True)
-    ]
-    return subjects.assign(decided=decided, verdict=[d.verdict for d in decided], reason=[d.reason for d in decided])
+class Judged(NamedTuple):
+    """One cell × subject with its verdict: what the verdicts step adds to a collected row."""
+
+    row: SubjectRow
+    verdict: Verdict
 
 
-def unmet_expectations(subjects: Any, expected: tuple[Subject, ...]) -> list[str]:
+def judge(rows: Sequence[SubjectRow]) -> tuple[Judged, ...]:
+    """The verdict of every collected row; a cell that ran without the subject did not run it."""
+    return tuple(Judged(row, _decided(row)) for row in rows)
+
+
+def _decided(row: SubjectRow) -> Verdict:
+    if row.result is None and row.cell.status == OK:
+        return Verdict(Status.NOT_RUN, "no result for it")
+    return decide(row.result, row.cell) if row.result is not None else Verdict(row.cell.status, row.cell.reason)
+
+
+def unmet_expectations(judged: Sequence[Judged], expected: tuple[Subject, ...]) -> list[str]:
     """One line per cell and subject whose verdict is not the one the matrix file expects for its version, or
     whose expected catches did not differ (a catch counts only where the base side ran that probe without error)."""
     by_target = {s.target: s for s in expected}
     unmet = []
-    for row in subjects.to_dict("records"):
-        if not row["decided"].ran:
+    for row, verdict in judged:
+        if not verdict.ran:
             continue  # a cell or subject that could not run is its own row, and exit code 3, whatever was expected
-        cell, subject = row["cell_result"], by_target[row["target"]]
+        cell, subject = row.cell, by_target[row.target]
         want = subject.expected(cell.resolved.get(next(iter(cell.requested), None)))
-        where = f"{row['label']}: {subject.target}"
-        if want and row["verdict"] != want:
-            unmet.append(f"{where} expected {want}, got {phrase(row['decided'])}")
-        elif want == DIFFERS:
-            unmet += [f"{where} expected {catch} to differ: {why}" for catch, why in missed(row["result"], subject)]
+        where = f"{row.label}: {subject.target}"
+        if want and verdict.verdict != want:
+            unmet.append(f"{where} expected {want}, got {phrase(verdict)}")
+        elif want == DIFFERS and row.result is not None:
+            unmet += [f"{where} expected {catch} to differ: {why}" for catch, why in missed(row.result, subject)]
     return unmet
 
 

@@ -1,0 +1,147 @@
+"""The report stage: from the cells' result files to the written report, as a list of steps (the way nox lists its
+workflow):
+
+    load results → collect → verdicts → conclusions → render → write
+
+`report(matrix)` runs the steps for one planned matrix, `run(plan)` for every matrix of a plan; `make_report` is
+the pure middle (collect → verdicts → conclusions) on results in hand. `outcome` reduces what was written to what
+the exit code needs (compat_matrix.exits.code), and `console` to the lines a run prints. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from compat_matrix import collect, conclude, render, verdict, wording, yourtests
+from compat_matrix.baseline import Change, compare, failing, load_report
+from compat_matrix.cells import Cell, read_result
+from compat_matrix.exits import Outcome
+from compat_matrix.plan import Matrix, Plan
+from compat_matrix.probes import titles
+from compat_matrix.results import CellResult, write_json_atomic, write_text_atomic
+from compat_matrix.spec import MatrixSpec, display_path
+
+LOGS = ".logs"  # inside the reports folder: what changes from run to run (durations), not committed
+
+
+@dataclass(frozen=True)
+class Written:
+    """One matrix's report, written: its files, what they say, and what the exit code needs from it."""
+
+    name: str
+    paths: tuple[Path, ...]
+    markdown: str
+    timings: str  # one line per cell with its duration: console, job summary and run log, never the report files
+    unmet: tuple[str, ...]
+    changes: tuple[Change, ...] | None  # since the baseline; None: no baseline given
+    could_not_run: tuple[str, ...]  # `cell (why)`, each cell once
+    cells: int
+
+
+def run(plan: Plan) -> list[Written]:
+    return [report(matrix) for matrix in plan.matrices]
+
+
+def report(matrix: Matrix) -> Written:
+    """One matrix's report, step by step."""
+    results = load_results(matrix.spec, matrix.cells, matrix.reports)
+    baseline = load_report(matrix.baseline) if matrix.baseline else None  # checked when the run was planned
+    decided = make_report(matrix.spec, results, baseline)
+    files = rendered(decided)
+    return write(matrix, files, decided, results)
+
+
+def load_results(spec: MatrixSpec, planned: tuple[Cell, ...] | list[Cell], reports: Path) -> list[CellResult]:
+    """The result of every planned cell, in cell order; a missing or damaged file becomes a labelled result."""
+    return [read_result(spec.name, cell, reports) for cell in planned]
+
+
+def make_report(spec: MatrixSpec, results: list[CellResult], baseline: dict | None = None) -> render.Report:
+    """collect → verdicts → conclusions (per row, then per subject) → summaries in words, and what changed since
+    `baseline`: everything the files show, decided, for render to format."""
+    collected = collect.collect(results, spec.subjects)
+    judged = verdict.judge(collected.subjects)
+    rows = conclude.conclusions(judged, titles())
+    subjects = {
+        s.target: conclude.of_subject(s.target, s.methods, [r for r in rows if r.row.target == s.target])
+        for s in spec.subjects
+    }
+    summaries = {
+        target: wording.summarize(answer, yourtests.seen_tests([(r.label, r.row.result) for r in answer.rows]))
+        for target, answer in subjects.items()
+    }
+    file = display_path(spec.path)
+    newer = f" -- --exclude-newer={spec.exclude_newer}" if spec.exclude_newer else ""
+    command = f"COMPAT_MATRIX={file} nox -s matrix{newer}"
+    meta = render.ReportMeta(spec.name, file, command, spec.subjects, spec.exclude_newer)
+    unmet = tuple(verdict.unmet_expectations(judged, spec.subjects))
+    decided = render.Report(meta, collected, rows, subjects, summaries, unmet)
+    if baseline is None:
+        return decided
+    return replace(decided, changes=tuple(compare(baseline, render.report_json(decided))))
+
+
+@dataclass(frozen=True)
+class Files:
+    markdown: str
+    data: dict[str, Any]
+    csv: str
+
+
+def rendered(decided: render.Report) -> Files:
+    return Files(render.markdown(decided), render.report_json(decided), render.csv_text(decided.collected))
+
+
+def write(matrix: Matrix, files: Files, decided: render.Report, results: list[CellResult]) -> Written:
+    """The report files, and the run's timings in a log of their own beside them (not a report file)."""
+    reports, name = matrix.reports, matrix.spec.name
+    md, js, csv = (reports / f"{name}{suffix}" for suffix in (".md", ".json", ".csv"))
+    reports.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(md, files.markdown)
+    write_text_atomic(csv, files.csv)
+    write_json_atomic(js, files.data)
+    said = timings(results)
+    write_text_atomic(reports / LOGS / f"{name}.log", said + "\n")
+    failed = tuple(f"{r.cell} ({why})" for r in results if (why := verdict.could_not_run(r)))
+    return Written(name, (md, js, csv), files.markdown, said, decided.unmet, decided.changes, failed, len(results))
+
+
+def timings(results: list[CellResult]) -> str:
+    lines = []
+    for r in results:
+        took = f"{r.seconds:.1f} s" + (", reused" if r.reused else "") if r.seconds is not None else "no timing"
+        lines.append(f"{r.cell}: {r.status} ({took})" + (f": {r.reason}" if r.reason else ""))
+    return "\n".join(lines)
+
+
+def job_summary(written: Written, limit: int) -> str:
+    """The markdown cut to `limit` bytes, tables first, with the timings after it: for a CI job's summary."""
+    timings = f"\n<details><summary>Timings</summary>\n\n```\n{written.timings}\n```\n\n</details>\n"
+    return render.truncate(written.markdown, limit - len(timings)) + timings
+
+
+def outcome(written: list[Written]) -> Outcome:
+    """What the reports call for: the cells that could not run, and the checks that failed (unmet expectations,
+    and changes since the baseline that fail)."""
+    failed_checks = [
+        *(line for w in written for line in w.unmet),
+        *(str(c) for w in written for c in w.changes or () if failing([c])),
+    ]
+    return Outcome(
+        cells=sum(w.cells for w in written),
+        could_not_run=tuple(item for w in written for item in w.could_not_run),
+        failed_checks=tuple(failed_checks),
+    )
+
+
+def console(written: list[Written], with_timings: bool = False) -> list[str]:
+    """What a run prints once its reports are written (the timings only where no line per cell was printed)."""
+    lines = []
+    for w in written:
+        lines += [f"unmet expectation: {line}" for line in w.unmet]
+        lines += [f"since baseline: {change}" for change in w.changes or ()]
+        lines += [w.timings] if with_timings else []
+        lines.append(f"wrote {', '.join(display_path(p) for p in w.paths)}")
+    return lines

@@ -1,0 +1,352 @@
+"""Conclusions and advice in words: sentences from the structured conclusions of compat_matrix.conclude, in the
+escaping of one output format (`Style`). Pure functions; standard library only.
+
+`MARKDOWN` marks code with backticks and emphasis with asterisks and quotes observed text (errors, reasons, names a
+user's probe chose) with markdown's emphasis and link characters escaped, as the report's sentences have always
+read, in the markdown and in the JSON's sentences alike; render then escapes HTML and `|` for the markdown alone.
+`PLAIN` is the same sentences as plain text, for readers that are not markdown.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from compat_matrix.conclude import (
+    COULD_NOT_RUN,
+    DIFFERENTLY,
+    HARMFUL,
+    NEEDED,
+    ORDER,
+    REDUNDANT,
+    UNKNOWN,
+    Advice,
+    Conclusion,
+    Contrast,
+    SubjectConclusions,
+    advise,
+    error_of,
+)
+from compat_matrix.results import one_line
+from compat_matrix.verdict import Verdict
+from compat_matrix.vocabulary import AdviceKind, ConclusionKind, ObservationName, VerdictKind
+from compat_matrix.yourtests import TestsSeen
+
+SHORT = 48  # characters of a value in a phrase
+_MARKUP = re.compile(r"([*_\[\]])")
+
+
+@dataclass(frozen=True)
+class Style:
+    """How one output format writes the report's sentences."""
+
+    text: Callable[[str], str]  # observed text, quoted in a sentence: one line, safe
+    code: Callable[[str], str]  # a name in code: a method, a test
+    strong: Callable[[str], str]  # the word a line is about
+
+
+def _markdown_text(text: str) -> str:
+    """One line, no backticks, markdown's emphasis and link characters escaped (HTML and `|` are escaped when the
+    sentence is written out)."""
+    return _MARKUP.sub(r"\\\1", one_line(text).replace("`", "'"))
+
+
+MARKDOWN = Style(_markdown_text, lambda name: f"`{name}`", lambda word: f"**{word}**")
+PLAIN = Style(one_line, str, str)
+
+
+@dataclass(frozen=True)
+class Said:
+    """Contrasts in words: where (probe titles, each with its observations) and the two sides in short."""
+
+    kind: ConclusionKind
+    where: tuple[tuple[str, tuple[str, ...]], ...]  # (("Trainer step", ("default",)),)
+    override: str
+    base: str
+    error: str | None = None  # the one-sided error's first line
+
+    @property
+    def what(self) -> str:
+        """`Trainer step (default, with_kwargs), entry points`: each title once, with its observations."""
+        return ", ".join(f"{title} ({', '.join(names)})" if names else title for title, names in self.where)
+
+    @property
+    def titles(self) -> str:
+        """The probe titles, at most three named."""
+        titles = [title for title, _ in self.where]
+        return ", ".join(titles[:3]) + (f" and {len(titles) - 3} more" if len(titles) > 3 else "")
+
+    def text(self, detailed: bool = True) -> str:
+        return f"{self.what if detailed else self.titles}: {self.override} (override) vs {self.base} (base)"
+
+
+def short(value: Any, style: Style = MARKDOWN, limit: int = SHORT) -> str:
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, dict):
+        text = ", ".join(f"{k}={short(v, style)}" for k, v in value.items())
+    else:
+        text = style.text(str(value))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in _flat(item, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): value}
+
+
+def sides(override: Any, base: Any, style: Style = MARKDOWN) -> tuple[str, str]:
+    """The two values in short, naming only what differs: dict keys whose values differ, list items on one side."""
+    if isinstance(override, list) and isinstance(base, list) and all(isinstance(v, str) for v in override + base):
+        mine, theirs = [v for v in override if v not in base], [v for v in base if v not in override]
+        return short(mine, style) if mine else "nothing more", short(theirs, style) if theirs else "nothing more"
+    flat_o, flat_b = _flat(override), _flat(base)
+    if len(flat_o) > 1 or len(flat_b) > 1:
+        keys = [k for k in dict.fromkeys([*flat_o, *flat_b]) if flat_o.get(k) != flat_b.get(k)]
+        return short({k: flat_o.get(k) for k in keys}, style), short({k: flat_b.get(k) for k in keys}, style)
+    return short(override, style), short(base, style)
+
+
+def said(contrast: Contrast, style: Style = MARKDOWN) -> Said:
+    o = contrast.observation
+    title = style.text(contrast.title) + (" warnings" if o.name == ObservationName.WARNINGS else "")
+    names = () if o.name in (ObservationName.ERROR, ObservationName.WARNINGS) else (style.text(o.name),)
+    where = ((title, names),)
+
+    def kind_of(error: str) -> str:
+        return style.text(error.split(":", 1)[0])
+
+    if contrast.kind == HARMFUL:
+        return Said(HARMFUL, where, kind_of(contrast.error or ""), "runs", style.text(contrast.error or ""))
+    if contrast.kind == NEEDED:
+        return Said(NEEDED, where, "runs", kind_of(contrast.error or ""), style.text(contrast.error or ""))
+    on_override, on_base = error_of(o, o.override), error_of(o, o.base)
+    if on_override and on_base:
+        return Said(DIFFERENTLY, where, kind_of(on_override), kind_of(on_base))
+    return Said(DIFFERENTLY, where, *sides(o.override, o.base, style))
+
+
+def grouped(contrasts: Sequence[Contrast], style: Style = MARKDOWN) -> list[Said]:
+    """Contrasts that read alike (the same kind and the same two sides) said once, naming every place they were
+    seen."""
+    groups: dict[tuple[ConclusionKind, str, str], dict[str, list[str]]] = {}
+    errors: dict[tuple[ConclusionKind, str, str], str | None] = {}
+    for c in (said(contrast, style) for contrast in contrasts):
+        key = (c.kind, c.override, c.base)
+        errors.setdefault(key, c.error)
+        for title, names in c.where:
+            groups.setdefault(key, {}).setdefault(title, []).extend(names)
+    return [
+        Said(kind, tuple((t, tuple(n)) for t, n in where.items()), o, b, errors[kind, o, b])
+        for (kind, o, b), where in groups.items()
+    ]
+
+
+def phrase(conclusion: Conclusion, verdict: Verdict, style: Style = MARKDOWN) -> str:
+    """The verdict cell of the main table: the verdict, and the differing values in a short phrase."""
+    if verdict.verdict != VerdictKind.DIFFERS:
+        return f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict
+    parts = [g.text(detailed=False) for g in grouped(conclusion.contrasts, style)]
+    shown = "; ".join(parts[:2]) + (f"; +{len(parts) - 2} more" if len(parts) > 2 else "")
+    return f"differs: {shown}{verdict.following}"
+
+
+def versions_text(labels: Sequence[str], order: Sequence[str]) -> str:
+    """`transformers 4.57.6, 5.14.1 … 5.24.0`: oldest first, a run of three or more neighbouring tested versions
+    (in `order`, newest first) as its ends, and the shared axis name said once."""
+    runs: list[list[str]] = []
+    previous = None
+    for label in reversed(order):
+        if label in labels:
+            if previous in labels and runs:
+                runs[-1].append(label)
+            else:
+                runs.append([label])
+        previous = label
+    shared = {label.split(" ", 1)[0] for label in labels}
+    simple = len(shared) == 1 and all(" " in label and "," not in label for label in labels)
+
+    def name(label: str) -> str:
+        return label.split(" ", 1)[1] if simple else label
+
+    said_ = [f"{name(r[0])} … {name(r[-1])}" if len(r) > 2 else ", ".join(map(name, r)) for r in runs]
+    return (f"{shared.pop()} " if simple else "") + (", " if simple else "; ").join(said_)
+
+
+def _why(conclusion: Conclusion, style: Style) -> str:
+    if conclusion.unran is not None:
+        return f"the variant without {style.code(conclusion.unran)} alone did not run"
+    return style.text(conclusion.why or "")
+
+
+def line(conclusion: Conclusion, follows: tuple[str, ...], where: str, style: Style = MARKDOWN) -> str:
+    """The line that says one conclusion, on the versions `where`."""
+    kind = conclusion.kind
+    strong = style.strong(kind)
+    pinned = f" (follows {', '.join(style.code(m) for m in follows)})" if follows else ""
+    groups = grouped(conclusion.contrasts, style)
+    if kind == REDUNDANT:
+        return f"{strong} on {where}: deleting changes nothing there."
+    if kind in (UNKNOWN, COULD_NOT_RUN):
+        return f"{strong} on {where}: {_why(conclusion, style)}"
+    if kind in (HARMFUL, NEEDED):
+        raised = "; ".join(f"{g.what} raise “{g.error}”" for g in groups if g.kind == kind)
+        side = ("with", "without") if kind == HARMFUL else ("without", "with")
+        return f"{strong} on {where}{pinned}: {side[0]} the override, {raised}; {side[1]} it they run."
+    return f"{strong} on {where}{pinned}: " + "; ".join(g.text() for g in groups) + "."
+
+
+def lines(
+    rows: Sequence[tuple[str, Conclusion, tuple[str, ...]]], order: Sequence[str], style: Style = MARKDOWN
+) -> list[str]:
+    """Versions whose conclusion is said the same way share a line; lines in the order of the conclusion kinds."""
+    shared: dict[tuple[str, str], tuple[Conclusion, tuple[str, ...], list[str]]] = {}
+    for label, conclusion, follows in rows:
+        key = (conclusion.kind, line(conclusion, follows, "", style))
+        shared.setdefault(key, (conclusion, follows, []))[2].append(label)
+    ordered = sorted(shared.items(), key=lambda item: ORDER.index(item[0][0]))
+    return [line(c, follows, versions_text(labels, order), style) for _, (c, follows, labels) in ordered]
+
+
+def advice_why(advice: Advice, order: Sequence[str]) -> str:
+    """Why the advice: the releases behind it."""
+    untested = f" Not tested: {versions_text(advice.on(COULD_NOT_RUN), order)}." if advice.on(COULD_NOT_RUN) else ""
+    if advice.nothing_ran:
+        return "nothing ran." + untested
+    if advice.kind == AdviceKind.KEEP:
+        return f"needed on {versions_text(advice.on(NEEDED), order)}." + untested
+    if advice.kind == AdviceKind.DELETE:
+        harmful = advice.on(HARMFUL)
+        fixes = f" and fixes {versions_text(harmful, order)}" if harmful else ""
+        return f"safe on every tested version{fixes}." + untested
+    return f"deleting it {_caveats(advice, order)}." + untested
+
+
+def _caveats(advice: Advice, order: Sequence[str]) -> str:
+    caveats = []
+    if advice.on(DIFFERENTLY):
+        caveats.append(f"changes behaviour on {versions_text(advice.on(DIFFERENTLY), order)}: review the differences")
+    if advice.on(UNKNOWN):
+        caveats.append(f"is not established on {versions_text(advice.on(UNKNOWN), order)}")
+    return " and ".join(caveats)
+
+
+def _methods(methods: tuple[str, ...], style: Style) -> str:
+    if len(methods) == 1:
+        return f"the override of {style.code(methods[0])}"
+    return ("both overrides" if len(methods) == 2 else f"all {len(methods)} overrides") + (
+        f" ({', '.join(style.code(m) for m in methods)})"
+    )
+
+
+def recommend(methods: tuple[str, ...], advice: Advice, order: Sequence[str], style: Style = MARKDOWN) -> str:
+    """What to do with the override(s) together, as a sentence."""
+    why, which = advice_why(advice, order), _methods(methods, style)
+    if advice.nothing_ran:
+        return "Nothing ran, so there is nothing to recommend." + why.removeprefix("nothing ran.")
+    if advice.kind == AdviceKind.KEEP:
+        return f"Keep {which}: {why}"
+    if advice.kind == AdviceKind.DELETE:
+        return f"Deleting {which} is {why}"
+    return f"Deleting {which} " + why.removeprefix("deleting it ")
+
+
+def glance(answer: SubjectConclusions, style: Style = MARKDOWN) -> str:
+    """Where the verdict changes, oldest to newest: `same 4.57.6 … 5.14.1 · differs 5.24.0`; where the variants
+    that delete one audited method alone ran, also where that changes, when it says more (`; `m`: same … · …`)."""
+    rows = answer.rows
+    said_ = main = _runs([(row.label, row.verdict.verdict) for row in rows])
+    methods = list(dict.fromkeys(m for row in rows for m, _ in row.per_method))
+    for method in methods if len(methods) > 1 and any(row.verdict.per_method for row in rows) else ():
+        alone = _runs([(row.label, _verdict_of(dict(row.per_method).get(method), row.verdict)) for row in rows])
+        if " · " in alone and alone != main:
+            said_ += f"; {style.code(method)}: {alone}"
+    return said_
+
+
+def _verdict_of(conclusion: Conclusion | None, verdict: Verdict) -> str:
+    """The verdict that deleting one method alone gets (the row's own where that did not run)."""
+    if conclusion is None or conclusion.kind == COULD_NOT_RUN:
+        return verdict.verdict
+    return {REDUNDANT: VerdictKind.SAME, UNKNOWN: VerdictKind.INCONCLUSIVE}.get(conclusion.kind, VerdictKind.DIFFERS)
+
+
+def _runs(labelled: list[tuple[str, str]]) -> str:
+    """`same 4.57.6 … 5.14.1 · differs 5.24.0` from (label, verdict) newest first: runs of one verdict, oldest first."""
+    runs: list[tuple[str, list[str]]] = []
+    for label, verdict in reversed(labelled):
+        version = label.split(" ", 1)[-1]
+        if runs and runs[-1][0] == verdict:
+            runs[-1][1].append(version)
+        else:
+            runs.append((verdict, [version]))
+    return " · ".join(f"{v} {vs[0]}" + (f" … {vs[-1]}" if len(vs) > 1 else "") for v, vs in runs)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One subject across its tested releases, in words: a line per conclusion (per method, where there are
+    several), deprecations, the recommendation, and where the verdict changes (`glance`)."""
+
+    lines: tuple[str, ...]
+    deprecations: tuple[str, ...]
+    recommendation: str
+    glance: str
+    tests: TestsSeen | None = None
+
+
+def summarize(answer: SubjectConclusions, tests: TestsSeen | None = None, style: Style = MARKDOWN) -> Summary:
+    """With several audited methods and the variants that delete one alone, a line per method and conclusion, and
+    advice per method; else a line per conclusion, and one recommendation."""
+    rows, methods = answer.rows, answer.methods
+    order = [row.label for row in rows]
+    if answer.per_method:
+        said_ = [
+            f"{style.code(o.name)}: {text}"
+            for o in answer.overrides
+            for text in lines([(at, c, ()) for at, c in o.by_release], order, style)
+        ]
+        merged: dict[tuple[AdviceKind, str], list[str]] = {}  # methods with the same advice, said once
+        for o in answer.overrides:
+            merged.setdefault((o.advice.kind, advice_why(o.advice, order)), []).append(style.code(o.name))
+        recommendation = " ".join(f"{kind} {', '.join(ms)}: {why}" for (kind, why), ms in merged.items())
+    else:
+        said_ = lines([(r.label, r.conclusion, _follows(r.verdict)) for r in rows], order, style)
+        advice = advise([(r.label, r.conclusion) for r in rows])  # of deleting them all
+        recommendation = recommend(methods, advice, order, style)
+    recommendation += needing(tests, style)
+    return Summary(tuple(said_), deprecated(answer, style), recommendation, glance(answer, style), tests)
+
+
+def _follows(verdict: Verdict) -> tuple[str, ...]:
+    return verdict.follows if verdict.per_method or len(verdict.follows) == 1 else ()
+
+
+def deprecated(answer: SubjectConclusions, style: Style = MARKDOWN) -> tuple[str, ...]:
+    """A line per deprecated audited method: the first tested release whose base implementation warns."""
+    first_seen: dict[tuple[str, str | None], str] = {}
+    for row in reversed(answer.rows):  # oldest first: the first version that warns
+        for d in row.deprecations:
+            first_seen.setdefault((d.method, d.replacement), row.label)
+    return tuple(
+        f"{style.code(m)} deprecated in {label}" + (f" in favour of {style.code(r)}" if r else "")
+        for (m, r), label in first_seen.items()
+    )
+
+
+def needing(seen: TestsSeen | None, style: Style = MARKDOWN) -> str:
+    """The recommendation's last word when the user's own tests need the override somewhere."""
+    if seen is None:
+        return ""
+    needing = [(label, columns[0]) for label, columns in seen.per_version if columns[0]]
+    if not needing:
+        return ""
+    tests = list(dict.fromkeys(style.text(t) for _, needed in needing for t in needed))
+    order = [label for label, _ in seen.per_version]
+    where = versions_text([label for label, _ in needing], order)
+    return f" But your tests {', '.join(tests)} pass only with the override on {where}."
