@@ -56,13 +56,19 @@ def test_a_difference_is_harmful_needed_or_different_and_the_phrase_carries_the_
     assert conclusion.kind == kind and phrase(conclusion, verdict) == phrased
 
 
-def test_deleting_one_method_alone_is_judged_from_its_own_variant():
-    differs = RAISES_WITH_A
-    subject = result(differs, methods=(A, B))
+def test_deleting_one_method_alone_is_judged_from_its_own_variant_and_redundant_needs_it_to_have_run():
+    ran = Observation("trainer_step", "reached", [A, B], [], without=((A, [B]), (B, [A])), carries=False)
+    subject = result(RAISES_WITH_A, ran, methods=(A, B))
     verdict = decide(subject)
     assert verdict.follows == (A,)
     assert conclude_method(subject, verdict, A, TITLES).kind == HARMFUL
-    assert conclude_method(subject, verdict, B, TITLES).kind == REDUNDANT
+    # `switch_off` ran as shipped, but in a probe that failed identically without it: no evidence either way
+    unknown = conclude_method(subject, verdict, B, TITLES)
+    assert unknown.kind == ConclusionKind.UNKNOWN and "switch_off never ran as shipped" in unknown.why
+    clean = Observation("p", "x", 1, 1, without=((A, 1), (B, 1)))
+    ran_clean = Observation("p", "reached", [B], [], without=((A, [B]), (B, [])), carries=False)
+    subject = result(RAISES_WITH_A, ran, clean, ran_clean, methods=(A, B))
+    assert conclude_method(subject, decide(subject), B, TITLES).kind == REDUNDANT
 
 
 @pytest.mark.parametrize(
@@ -109,8 +115,8 @@ def test_the_recommendation_follows_the_conclusions_on_every_version():
     )
     said = summarized(
         (A, B),
-        ("transformers 5.2.0", result(harmful, warned, methods=(A, B))),
-        ("transformers 5.1.0", result(needed, methods=(A, B))),
+        ("transformers 5.2.0", result(harmful, warned, seen(A, B), methods=(A, B))),
+        ("transformers 5.1.0", result(needed, seen(A, B), methods=(A, B))),
         ("transformers 5.0.0", result(Observation("trainer_step", "default", 1, 1), seen(A, B), methods=(A, B))),
     )
     assert said.recommendation == (
@@ -122,7 +128,8 @@ def test_the_recommendation_follows_the_conclusions_on_every_version():
     assert "`switch_off`: **needed** on transformers 5.1.0" in said.lines[2]
     same = result(Observation("trainer_step", "x", 1, 1), seen(A))
     both = of_subject("m:C", (A, B), rows(("v 2", result(harmful, methods=(A, B))), ("v 1", same)))
-    assert glance(both) == ("same 1 · differs 2")
+    # `switch_off` only ran in the Trainer step, which raised with and without it on 2: not established there
+    assert glance(both) == "same 1 · differs 2; `switch_off`: same 1 · inconclusive 2"
 
 
 def test_one_method_redundant_everywhere_is_safe_to_delete():
@@ -137,7 +144,9 @@ def test_a_conclusion_per_override_and_release_with_its_advice():
     harmful = RAISES_WITH_A
     same = result(Observation("trainer_step", "default", 1, 1), seen(A, B), methods=(A, B))
     answer = of_subject(
-        "m:C", (A, B), rows(("transformers 5.1.0", result(harmful, methods=(A, B))), ("transformers 5.0.0", same))
+        "m:C",
+        (A, B),
+        rows(("transformers 5.1.0", result(harmful, seen(A, B), methods=(A, B))), ("transformers 5.0.0", same)),
     )
     on, off = answer.overrides
     assert (on.target, on.name, off.name) == ("m:C", A, B)
@@ -148,10 +157,9 @@ def test_a_conclusion_per_override_and_release_with_its_advice():
     (contrast,) = on.by_release[0].conclusion.contrasts
     assert contrast.error == "TypeError: x" and contrast.observation.name == "default"
     assert on.advice.kind == AdviceKind.DELETE and on.advice.on(HARMFUL) == ("transformers 5.1.0",)
-    assert [r.conclusion.kind for r in off.by_release] == [
-        REDUNDANT,
-        REDUNDANT,
-    ] and off.advice.kind == AdviceKind.DELETE
+    # `switch_off` ran on 5.1.0 only in the Trainer step, which raised alike with and without it: no evidence there
+    assert [r.conclusion.kind for r in off.by_release] == [ConclusionKind.UNKNOWN, REDUNDANT]
+    assert off.advice.kind == AdviceKind.REVIEW
 
 
 def test_each_format_escapes_its_own_text():

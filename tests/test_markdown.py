@@ -72,6 +72,10 @@ def source_tables(text: str) -> list[list[str]]:
     return tables
 
 
+BOTH = [ENABLE, DISABLE]
+EVERY_NONE = ((ENABLE, None), (DISABLE, None))
+
+
 def sweep(versions: int = 30, subjects: int = 5) -> tuple[MatrixSpec, list[CellResult]]:
     """A sweep of many releases and subjects whose every row differs, with long values and hostile errors."""
     targets = [f"mylib.models.wrappers:Subject{i}" for i in range(subjects)]
@@ -88,8 +92,11 @@ def sweep(versions: int = 30, subjects: int = 5) -> tuple[MatrixSpec, list[CellR
         for p in range(10):
             for n in range(5):
                 long = {"use_reentrant": bool(v % 2), "context": "x" * 80, "path": f"model.layers.{n}"}
-                observed.append(Observation(f"probe_{p}", f"value_{n}", long, {**long, "use_reentrant": not v % 2}))
-            observed.append(Observation(f"probe_{p}", "error", f"{HOSTILE} {'y' * 200}", None))
+                base = {**long, "use_reentrant": not v % 2}
+                alone = ((ENABLE, base), (DISABLE, base))
+                observed.append(Observation(f"probe_{p}", f"value_{n}", long, base, without=alone))
+            observed.append(Observation(f"probe_{p}", "error", f"{HOSTILE} {'y' * 200}", None, without=EVERY_NONE))
+            observed.append(Observation(f"probe_{p}", "reached", BOTH, BOTH, False, ((ENABLE, BOTH), (DISABLE, BOTH))))
         ran = tuple(
             SubjectResult(t, (ENABLE, DISABLE), observations=tuple(observed), probes=("probe_0",)) for t in targets
         )
@@ -138,7 +145,7 @@ def test_a_comment_of_30_releases_and_5_subjects_fits_and_keeps_tables_and_concl
     for subject in spec.subjects:
         assert f"## `{subject.target.split(':')[1]}`" in body
     assert body.count("**Recommendation:**") == 5
-    assert body.count("- **harmful** on transformers 5.0.0 … 5.29.0:") == 5
+    assert body.count("**harmful** on transformers 5.0.0 … 5.29.0:") == 10  # each subject's two overrides
     rows = [line for line in body.splitlines() if line.startswith("| transformers 5.")]
     assert sum(row.endswith("| ✗ | ✗ | ✗ | ✗ | ✗ |") for row in rows) == 30  # the grid
     assert sum("| differs: " in row for row in rows) == 30 * 5  # every subject's table
@@ -196,7 +203,9 @@ def releases_where(enable_from: int, count: int = 8) -> tuple[MatrixSpec, list[C
         raises = "TypeError: unexpected keyword" if v >= enable_from else "runs"
         observed = (
             Observation("probe_0", "flag", True, False, without=((ENABLE, True), (DISABLE, False))),
+            Observation("probe_0", "reached", [DISABLE], [DISABLE], False, ((DISABLE, []),)),
             Observation("probe_1", "step", raises, "runs", without=((ENABLE, "runs"), (DISABLE, raises))),
+            Observation("probe_1", "reached", [ENABLE], [ENABLE], False, ((ENABLE, []),)),
         )
         ran = (SubjectResult("mylib:Wrapper", (ENABLE, DISABLE), observations=observed, probes=("probe_0",)),)
         requested = {"transformers": f"5.{v}.0"}
@@ -221,10 +230,10 @@ def test_details_show_an_observation_that_differs_only_with_one_method_deleted_a
     (subject,) = results[0].subjects
     results = [replace(results[0], subjects=(replace(subject, observations=(*subject.observations, trip)),))]
     text = render.markdown(make_report(spec, results))
-    assert "3 observations, 2 differ, 1 more with one method deleted alone" in text
+    assert "5 observations, 2 differ, 1 more with one method deleted alone" in text
     row = next(line for line in text.splitlines() if "| probe\\_2 |" in line)
     assert row.endswith("| layers\\_on | False | False | True | False |")
-    assert "equal observations" not in text
+    assert "2 equal observations" in text  # the two `reached`, which only inform
 
 
 def test_a_long_table_gives_releases_that_read_alike_one_row():

@@ -29,13 +29,27 @@ HOSTILE = "ValueError: a | b `code` <b>bold</b>\nsecond line"
 
 
 def observations(enable: bool = True, error: str | None = None) -> tuple[Observation, ...]:
+    """What the cells observe, with each method deleted alone where it ran as shipped: the enable override is the
+    one that changes the layers and raises."""
+    enable_only = ((METHODS[0], [METHODS[1]]), (METHODS[1], [METHODS[0]]))
     return (
-        Observation("enable_reaches_wrapped_model", "layers_on", enable, True),
-        Observation("enable_reaches_wrapped_model", "reached", [METHODS[0]], [METHODS[0]], carries=False),
-        Observation("disable_round_trip", "layers_on", False, False),
-        Observation("disable_round_trip", "reached", list(METHODS), list(METHODS), carries=False),
-        Observation("kwargs_forwarded", "checkpoint_kwargs", [{"use_reentrant": False}], [{"use_reentrant": False}]),
-        *([Observation("kwargs_forwarded", "error", error, None)] if error else []),
+        Observation("enable_reaches_wrapped_model", "layers_on", enable, True, without=((METHODS[0], True),)),
+        Observation(
+            "enable_reaches_wrapped_model", "reached", [METHODS[0]], [METHODS[0]], False, ((METHODS[0], [METHODS[0]]),)
+        ),
+        Observation(
+            "disable_round_trip", "layers_on", False, False, without=((METHODS[0], False), (METHODS[1], False))
+        ),
+        Observation("disable_round_trip", "reached", list(METHODS), list(METHODS), False, enable_only),
+        Observation(
+            "kwargs_forwarded",
+            "checkpoint_kwargs",
+            [{"use_reentrant": False}],
+            [{"use_reentrant": False}],
+            without=((METHODS[0], [{"use_reentrant": False}]),),
+        ),
+        Observation("kwargs_forwarded", "reached", [METHODS[0]], [METHODS[0]], False, ((METHODS[0], [METHODS[0]]),)),
+        *([Observation("kwargs_forwarded", "error", error, None, without=((METHODS[0], None),))] if error else []),
     )
 
 

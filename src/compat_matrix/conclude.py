@@ -3,15 +3,18 @@ and across the tested releases advice per override. Pure functions over results 
 only. Rules only: the conclusions are values (a kind, the observations and errors behind it); compat_matrix.wording
 says them, in the words and escaping of each output format.
 
-The rules, per cell and subject (and per audited method, from the variant with only that method deleted):
-- `redundant`: the verdict is `same`: deleting the override(s) changes nothing there;
+The rules, per cell and subject (and per audited name, by the evidence about it alone: compat_matrix.evidence):
+- `redundant`: the verdict is `same` (per name: it ran as shipped in a probe that observed something, and no
+  context shows a difference): deleting the override(s) changes nothing there;
 - `harmful`: something errors with the override and runs without it (and nothing works only with it);
 - `needed`: something runs with the override and errors without it (and nothing errors only with it);
 - `behaves differently`: values differ with no such one-sided error (or errors on both sides);
-- `inconclusive`: the verdict is `inconclusive` or `no probe`;
+- `orphaned` (per name): the release no longer defines, calls or reads what it overrides, and nothing differs;
+- `inconclusive`: the verdict is `inconclusive` or `no probe` (per name: no evidence either way, and why);
 - `could not run`: the cell or subject failed (`install-failed`, `crashed`, `timed-out`, …).
-Across the tested releases, per override: Delete where every release is redundant or harmful (deleting fixes the
-harmful ones); Keep where any release needs it; otherwise Review. A new conclusion kind is one member of
+Across the tested releases, per override: Port where a release orphaned it (what it provided is gone there);
+else Delete where every release is redundant or harmful (deleting fixes the harmful ones); Keep where any release
+needs it; otherwise Review. A new conclusion kind is one member of
 vocabulary.ConclusionKind and its rule here; a new advice one member of vocabulary.AdviceKind and its rule in
 `advise`.
 """
@@ -23,13 +26,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
+from compat_matrix import evidence
 from compat_matrix.collect import SubjectRow
 from compat_matrix.results import Observation, SubjectResult, failure_in
+from compat_matrix.shipped import ShippedChange, shipped_changes
 from compat_matrix.verdict import Judged, Verdict
 from compat_matrix.vocabulary import AdviceKind, ConclusionKind, ObservationName, VerdictKind
 
 HARMFUL, NEEDED, DIFFERENTLY = ConclusionKind.HARMFUL, ConclusionKind.NEEDED, ConclusionKind.DIFFERENTLY
 UNKNOWN, COULD_NOT_RUN, REDUNDANT = ConclusionKind.UNKNOWN, ConclusionKind.COULD_NOT_RUN, ConclusionKind.REDUNDANT
+ORPHANED = ConclusionKind.ORPHANED
 ORDER = tuple(ConclusionKind)  # the order conclusions are listed in
 _DEPRECATED = re.compile(r"deprecat", re.IGNORECASE)
 _REPLACEMENT = re.compile(r"[Uu]se `([\w.]+)`")
@@ -51,8 +57,8 @@ class Conclusion:
 
     kind: ConclusionKind
     contrasts: tuple[Contrast, ...] = ()  # in ORDER of their kinds
-    why: str | None = None  # inconclusive or could not run: the verdict's reason, as the cell said it
-    unran: str | None = None  # inconclusive because the variant without this method alone did not run
+    why: str | None = None  # inconclusive, orphaned or could not run: the reason, as the cell said it
+    context: str | None = None  # for one audited name among several: the context that carried it (evidence)
 
 
 def error_of(observation: Observation, value: Any) -> str | None:
@@ -103,14 +109,20 @@ def conclude(subject: SubjectResult | None, verdict: Verdict, titles: dict[str, 
 
 
 def conclude_method(subject: SubjectResult | None, verdict: Verdict, method: str, titles: dict[str, str]) -> Conclusion:
-    """What deleting `method` alone does, from the variant with only that method deleted; where the two columns
-    agree, that variant did not run and deleting it is as redundant as deleting them all."""
-    if verdict.verdict != VerdictKind.DIFFERS or subject is None or len(subject.methods) < 2:
+    """What deleting `method` does, by the evidence about it alone (compat_matrix.evidence): in the context that
+    shows a difference, redundant only where it ran as shipped in a probe that observed something, orphaned where
+    the release gives it nothing to override, else inconclusive, saying why."""
+    if subject is None or not verdict.ran or verdict.verdict == VerdictKind.NO_PROBE:
         return conclude(subject, verdict, titles)
-    alone = [replace(o, base=dict(o.without)[method]) for o in subject.observations if method in dict(o.without)]
-    if not alone:
-        return Conclusion(UNKNOWN, unran=method)
-    return from_contrasts([contrast(o, _title(o, titles)) for o in alone if o.carries and not o.same])
+    judged = evidence.judge(subject, method)
+    if judged.verdict == evidence.DIFFERS:
+        found = from_contrasts([contrast(o, _title(o, titles)) for o in judged.differing])
+        return replace(found, context=judged.context)
+    if judged.verdict == evidence.SAME:
+        return Conclusion(REDUNDANT, context=judged.context)
+    if judged.verdict == evidence.ORPHANED:
+        return Conclusion(ORPHANED, why=judged.reason)
+    return Conclusion(UNKNOWN, why=judged.reason)
 
 
 @dataclass(frozen=True)
@@ -162,8 +174,10 @@ class Concluded:
     def label(self) -> str:
         return self.row.label
 
+    told_nothing: tuple[tuple[str, str], ...] = ()  # (probe, why) of the probes that observed nothing here
+
     def of(self, method: str) -> Conclusion:
-        """What deleting `method` does here: alone where that variant ran, else with the others."""
+        """What deleting `method` does here, by the evidence about it."""
         return dict(self.per_method).get(method, self.conclusion)
 
 
@@ -175,7 +189,8 @@ def conclusions(judged: Sequence[Judged], titles: dict[str, str]) -> tuple[Concl
         methods = row.result.methods if row.result is not None else ()
         per_method = tuple(Alone(m, conclude_method(row.result, verdict, m, named)) for m in methods)
         conclusion = conclude(row.result, verdict, named)
-        out.append(Concluded(row, verdict, conclusion, per_method, deprecations(row.result)))
+        silent = evidence.told_nothing(row.result) if row.result is not None and verdict.ran else ()
+        out.append(Concluded(row, verdict, conclusion, per_method, deprecations(row.result), silent))
     return tuple(out)
 
 
@@ -203,6 +218,8 @@ def advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
     ran = set(by_kind) - {COULD_NOT_RUN}
     if not ran:
         return Advice(AdviceKind.REVIEW, releases)
+    if ORPHANED in ran:
+        return Advice(AdviceKind.PORT, releases)
     if NEEDED in ran:
         return Advice(AdviceKind.KEEP, releases)
     if ran <= {REDUNDANT, HARMFUL}:
@@ -212,9 +229,8 @@ def advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
 
 @dataclass(frozen=True)
 class Override:
-    """One audited override of one subject across the tested releases: a conclusion per release and the advice.
-    Where each method was not deleted alone (one audited method, or no difference to attribute), its conclusion on
-    a release is that of deleting every audited method."""
+    """One audited override of one subject across the tested releases: a conclusion per release, by the evidence
+    about it alone, and the advice."""
 
     target: str
     name: str
@@ -230,20 +246,21 @@ class SubjectConclusions:
     methods: tuple[str, ...]  # the audited names, as the cells ran them (else as the matrix file names them)
     rows: tuple[Concluded, ...]  # newest first
     overrides: tuple[Override, ...]  # one per audited name
+    as_shipped: tuple[ShippedChange, ...] = ()  # what fails or changes about the class as shipped across releases
 
     @property
     def per_method(self) -> bool:
-        """Whether each method is judged alone (several methods, and the variants that delete one alone ran)."""
-        return len(self.methods) > 1 and any(row.verdict.per_method for row in self.rows)
+        """Whether each method is said apart: there are several."""
+        return len(self.methods) > 1
 
 
 def of_subject(target: str, methods: tuple[str, ...], rows: Sequence[Concluded]) -> SubjectConclusions:
     """`rows`: the subject's concluded rows, newest first; `methods`: the matrix file's, for a subject never run."""
     ran = next((r.row.result.methods for r in rows if r.row.result is not None and r.row.result.methods), None)
     methods = ran or methods
-    per_method = len(methods) > 1 and any(row.verdict.per_method for row in rows)
     overrides = []
     for method in methods:
-        by_release = tuple(OnRelease(r.label, r.of(method) if per_method else r.conclusion) for r in rows)
+        by_release = tuple(OnRelease(r.label, r.of(method)) for r in rows)
         overrides.append(Override(target, method, by_release, advise(by_release)))
-    return SubjectConclusions(target, methods, tuple(rows), tuple(overrides))
+    changes = shipped_changes([(r.label, r.row.result if r.verdict.ran else None) for r in reversed(rows)])
+    return SubjectConclusions(target, methods, tuple(rows), tuple(overrides), changes)

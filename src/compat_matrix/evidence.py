@@ -45,7 +45,7 @@ class Judgement:
 
 
 def _failed(observation: Observation, value: Any) -> bool:
-    return observation.name == ERROR or failure_in(value) is not None
+    return (observation.name == ERROR and value is not None) or failure_in(value) is not None
 
 
 def by_probe(observations: Iterable[Observation]) -> dict[str, dict[str, Observation]]:

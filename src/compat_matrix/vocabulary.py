@@ -52,6 +52,7 @@ class ConclusionKind(StrEnum):
     HARMFUL = "harmful", "✗"  # something errors with the override and runs without it
     NEEDED = "needed", "+"  # something runs with the override and errors without it
     DIFFERENTLY = "behaves differently", "≠"  # values differ, or errors on both sides
+    ORPHANED = "orphaned", "∅"  # the release no longer defines, calls or reads what it overrode
     UNKNOWN = "inconclusive", "?"  # the verdict is inconclusive or no probe
     COULD_NOT_RUN = "could not run", "!"  # the cell or subject failed
     REDUNDANT = "redundant", "="  # deleting changes nothing
@@ -63,6 +64,7 @@ class AdviceKind(StrEnum):
     DELETE = "Delete"
     KEEP = "Keep"
     REVIEW = "Review"
+    PORT = "Port"  # a release stopped using it: what it provided is gone there
 
 
 class ObservationName(StrEnum):

@@ -14,12 +14,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compat_matrix import evidence
 from compat_matrix.conclude import (
     COULD_NOT_RUN,
     DIFFERENTLY,
     HARMFUL,
     NEEDED,
     ORDER,
+    ORPHANED,
     REDUNDANT,
     UNKNOWN,
     Advice,
@@ -30,6 +32,7 @@ from compat_matrix.conclude import (
     error_of,
 )
 from compat_matrix.results import one_line
+from compat_matrix.shipped import FAILS, ShippedChange
 from compat_matrix.verdict import Verdict
 from compat_matrix.vocabulary import AdviceKind, ConclusionKind, ObservationName, VerdictKind
 from compat_matrix.yourtests import TestsSeen
@@ -179,8 +182,6 @@ def versions_text(labels: Sequence[str], order: Sequence[str]) -> str:
 
 
 def _why(conclusion: Conclusion, style: Style) -> str:
-    if conclusion.unran is not None:
-        return f"the variant without {style.code(conclusion.unran)} alone did not run"
     return style.text(conclusion.why or "")
 
 
@@ -189,9 +190,13 @@ def line(conclusion: Conclusion, follows: tuple[str, ...], where: str, style: St
     kind = conclusion.kind
     strong = style.strong(kind)
     pinned = f" (follows {', '.join(style.code(m) for m in follows)})" if follows else ""
+    if conclusion.context == evidence.WITHOUT_REST:
+        pinned += " (with the other audited overrides deleted: as shipped, the same failure hides it)"
     groups = grouped(conclusion.contrasts, style)
     if kind == REDUNDANT:
         return f"{strong} on {where}: deleting changes nothing there."
+    if kind == ORPHANED:
+        return f"{strong} on {where}: {_why(conclusion, style)} there, so transformers no longer uses it."
     if kind in (UNKNOWN, COULD_NOT_RUN):
         return f"{strong} on {where}: {_why(conclusion, style)}"
     if kind in (HARMFUL, NEEDED):
@@ -218,6 +223,11 @@ def advice_why(advice: Advice, order: Sequence[str]) -> str:
     untested = f" Not tested: {versions_text(advice.on(COULD_NOT_RUN), order)}." if advice.on(COULD_NOT_RUN) else ""
     if advice.nothing_ran:
         return "nothing ran." + untested
+    if advice.kind == AdviceKind.PORT:
+        before = [f"{kind} on {versions_text(advice.on(kind), order)}" for kind in (NEEDED, DIFFERENTLY, HARMFUL)]
+        said_ = "; ".join(b for b, kind in zip(before, (NEEDED, DIFFERENTLY, HARMFUL), strict=True) if advice.on(kind))
+        gone = f"orphaned on {versions_text(advice.on(ORPHANED), order)}: the behaviour it provided is gone there"
+        return (f"{said_}; " if said_ else "") + gone + "; port it." + untested
     if advice.kind == AdviceKind.KEEP:
         return f"needed on {versions_text(advice.on(NEEDED), order)}." + untested
     if advice.kind == AdviceKind.DELETE:
@@ -251,6 +261,8 @@ def recommend(methods: tuple[str, ...], advice: Advice, order: Sequence[str], st
         return "Nothing ran, so there is nothing to recommend." + why.removeprefix("nothing ran.")
     if advice.kind == AdviceKind.KEEP:
         return f"Keep {which}: {why}"
+    if advice.kind == AdviceKind.PORT:
+        return f"Port {which}: {why}"
     if advice.kind == AdviceKind.DELETE:
         return f"Deleting {which} is {why}"
     return f"Deleting {which} " + why.removeprefix("deleting it ")
@@ -298,6 +310,8 @@ class Summary:
     recommendation: str
     glance: str
     tests: TestsSeen | None = None
+    as_shipped: tuple[str, ...] = ()  # what fails or changes about the class as shipped across releases
+    told_nothing: str = ""  # the probes that observed nothing, and where
 
 
 def summarize(answer: SubjectConclusions, tests: TestsSeen | None = None, style: Style = MARKDOWN) -> Summary:
@@ -316,11 +330,57 @@ def summarize(answer: SubjectConclusions, tests: TestsSeen | None = None, style:
             merged.setdefault((o.advice.kind, advice_why(o.advice, order)), []).append(style.code(o.name))
         recommendation = " ".join(f"{kind} {', '.join(ms)}: {why}" for (kind, why), ms in merged.items())
     else:
-        said_ = lines([(r.label, r.conclusion, _follows(r.verdict)) for r in rows], order, style)
-        advice = advise([(r.label, r.conclusion) for r in rows])  # of deleting them all
+        (override,) = answer.overrides or (None,)
+        on = dict(override.by_release) if override else {}
+        said_ = lines([(r.label, on.get(r.label, r.conclusion), _follows(r.verdict)) for r in rows], order, style)
+        advice = override.advice if override else advise([(r.label, r.conclusion) for r in rows])
         recommendation = recommend(methods, advice, order, style)
     recommendation += needing(tests, style)
-    return Summary(tuple(said_), deprecated(answer, style), recommendation, glance(answer, style), tests)
+    return Summary(
+        tuple(said_),
+        deprecated(answer, style),
+        recommendation,
+        glance(answer, style),
+        tests,
+        tuple(shipped_line(change, answer, order, style) for change in answer.as_shipped),
+        told_nothing(answer, order, style),
+    )
+
+
+ACROSS = {"forward_backward": "the forward outputs", "save_and_load": "the reloaded weights"}
+
+
+def shipped_line(change: ShippedChange, answer: SubjectConclusions, order: Sequence[str], style: Style) -> str:
+    """`as shipped, generate raises “AttributeError: …” on transformers 4.57.6, 5.0.0; it ran on 4.51.3`."""
+    title = style.text(_titles(answer).get(change.probe, change.probe.replace("_", " ")))
+    labels = {label.split(" ", 1)[-1]: label for label in order}
+    releases = versions_text([labels.get(r, r) for r in change.releases], order)
+    other = versions_text([labels.get(r, r) for r in change.other], order)
+    if change.kind == FAILS:
+        return f"as shipped, {title} raises “{style.text(change.error or '')}” on {releases}; it ran on {other}."
+    what = ACROSS.get(change.probe, f"the values of {title}")
+    return (
+        f"as shipped, {what} (weights set from each parameter's name and shape) change from {other} to {releases}:"
+        f" {' vs '.join(sides(change.before, change.after, style))}."
+    )
+
+
+def _titles(answer: SubjectConclusions) -> dict[str, str]:
+    return {name: title for row in answer.rows if row.row.result for name, title in row.row.result.titles}
+
+
+def told_nothing(answer: SubjectConclusions, order: Sequence[str], style: Style = MARKDOWN) -> str:
+    """`save and load (ValueError: …) on transformers 4.57.6 … 5.24.0; generate (…) on …`: the probes whose two
+    variants failed identically or found nothing, which are no evidence of anything; empty if none."""
+    where: dict[tuple[str, str], list[str]] = {}
+    titles = _titles(answer)
+    for row in answer.rows:
+        for probe, why in row.told_nothing:
+            where.setdefault((titles.get(probe, probe.replace("_", " ")), why), []).append(row.label)
+    return "; ".join(
+        f"{style.text(title)} ({style.text(why)}) on {versions_text(labels, order)}"
+        for (title, why), labels in where.items()
+    )
 
 
 def _follows(verdict: Verdict) -> tuple[str, ...]:
