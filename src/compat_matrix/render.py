@@ -128,8 +128,11 @@ def subject_section(report: Report, subject: Subject) -> list[str]:
     ran = next((r.row.result for r in rows if r.row.result is not None and r.row.result.methods), None)
     methods = ", ".join(f"`{m}`" for m in report.subjects[subject.target].methods) or "none"
     out = [f"## `{subject.target.rsplit(':', 1)[-1]}`", "", f"`{subject.target}`, audited methods {methods}.", ""]
-    out += [f"- {inline(line)}" for line in (*summary.lines, *summary.deprecations)] + [""]
+    out += [f"- {inline(line)}" for line in (*summary.lines, *summary.as_shipped, *summary.deprecations)] + [""]
     out += [f"**Recommendation:** {inline(summary.recommendation)}", ""]
+    if summary.told_nothing:
+        said = inline(summary.told_nothing)
+        out += [f"Told nothing (both variants failed alike, or found nothing to look at): {said}", ""]
     if len(rows) > 1:
         out += [f"At a glance: {inline(summary.glance)}", ""]
     main = [
@@ -292,6 +295,8 @@ def report_json(report: Report) -> dict[str, Any]:
                 "deprecations": list(summary.deprecations),
                 "recommendation": summary.recommendation,
                 "glance": summary.glance,
+                "as_shipped": list(summary.as_shipped),
+                "told_nothing": summary.told_nothing,
                 "tests": tests_json(summary.tests),
             }
             for target, summary in report.summaries.items()
