@@ -16,11 +16,11 @@ from typing import Any
 
 from compat_matrix.baseline import Change
 from compat_matrix.collect import Collected
-from compat_matrix.conclude import Concluded, SubjectConclusions
-from compat_matrix.results import SCHEMA, equal
+from compat_matrix.conclude import Concluded, Override, SubjectConclusions
+from compat_matrix.results import METHOD, SCHEMA, equal
 from compat_matrix.spec import Subject
 from compat_matrix.vocabulary import ConclusionKind
-from compat_matrix.wording import Summary, phrase, versions_text
+from compat_matrix.wording import Summary, advice_why, phrase, versions_text
 from compat_matrix.yourtests import TEST_COLUMNS, TestsSeen
 
 COLUMNS = {"override": "with override", "base": "base implementation"}
@@ -301,11 +301,28 @@ def report_json(report: Report) -> dict[str, Any]:
             }
             for target, summary in report.summaries.items()
         ],
+        "overrides": [override_json(o, answer) for answer in report.subjects.values() for o in answer.overrides],
         "cells": cells,
     }
     if report.changes is not None:
         data["changes_since_baseline"] = [c.to_json() for c in report.changes]
     return data
+
+
+def override_json(override: Override, answer: SubjectConclusions) -> dict[str, Any]:
+    """One audited override across the tested releases, for machines: the conclusion per release (and the context
+    that carried it, with several audited names), the advice and why, in plain text."""
+    order = [row.label for row in answer.rows]
+    kinds = {o.name: o.kind for row in answer.rows if row.row.result for o in row.row.result.overrides}
+    return {
+        "target": override.target,
+        "name": override.name,
+        "kind": kinds.get(override.name, METHOD),
+        "by_release": {label: str(conclusion.kind) for label, conclusion in override.by_release},
+        "context": {label: c.context for label, c in override.by_release if c.context},
+        "advice": str(override.advice.kind),
+        "reason": advice_why(override.advice, order),
+    }
 
 
 def subject_json(row: Concluded) -> dict[str, Any]:
