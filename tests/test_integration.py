@@ -158,3 +158,50 @@ def test_your_own_tests_under_both_variants_and_against_broken_overrides(tmp_pat
     assert summary["adds_nothing"] == {"test_enable_forwards_kwargs": "test_enable_reaches_wrapped_model"}
     markdown = (tmp_path / "reports" / "char-wrapper-tests.md").read_text()
     assert "- test\\_backward\\_still\\_produces\\_gradients catches none: it cannot tell" in markdown
+
+
+def test_real_breakages_get_the_right_advice_per_override_and_release(tmp_path):
+    """Reproductions of what downstream libraries really hit (tests/realcode), on the releases where each breaks or
+    stops mattering: the conclusion for every audited override on every release, and what the report says besides."""
+    done, report = run_matrix(ROOT / "tests" / "realcode" / "realcode.toml", tmp_path / "reports")
+    assert report["unmet_expectations"] == [], report["unmet_expectations"]
+    assert done.returncode == 0, done.stdout[-3000:]
+    overrides = {(o["target"].split(":")[1], o["name"]): o for o in report["overrides"]}
+
+    def on(subject: str, name: str) -> list[str]:
+        by_release = overrides[subject, name]["by_release"]
+        return [by_release[f"transformers {v}"] for v in ("4.45.2", "4.51.3", "4.57.6", "5.0.0", "5.24.0")]
+
+    def advice(subject: str, name: str) -> str:
+        return overrides[subject, name]["advice"]
+
+    different, orphaned, harmful, needed = "behaves differently", "orphaned", "harmful", "needed"
+    # 1. tie_weights(self) raises on 5.x and hides that _init_weights is still needed: "the rest deleted" shows it
+    assert on("ValueHeadLM", "tie_weights") == ["redundant"] * 3 + [harmful] * 2
+    assert advice("ValueHeadLM", "tie_weights") == "Delete"
+    assert on("ValueHeadLM", "_init_weights") == [different] * 5 and advice("ValueHeadLM", "_init_weights") == "Review"
+    assert overrides["ValueHeadLM", "_init_weights"]["context"]["transformers 5.24.0"] == "the rest deleted"
+    # 2 and 4. a model without logits: its hidden states differ while LlamaModel calls the mask; orphaned from 4.53
+    assert on("BidirectionalLlama", "_update_causal_mask") == [different] * 2 + [orphaned] * 3
+    assert advice("BidirectionalLlama", "_update_causal_mask") == "Port"
+    assert "port it" in overrides["BidirectionalLlama", "_update_causal_mask"]["reason"]
+    # 3. a Trainer subclass: the doubled loss on 4.45, a one-sided TypeError from 4.46
+    assert on("OldComputeLossTrainer", "compute_loss") == [different] + [harmful] * 4
+    # 4, 5 and 6. generate on a PreTrainedModel without GenerationMixin: needed up to 4.51, then orphaned, and as
+    # shipped generate raises (alike on both sides: that probe told nothing)
+    assert on("OwnHeadLM", "prepare_inputs_for_generation") == [needed] * 2 + [orphaned] * 3
+    assert advice("OwnHeadLM", "prepare_inputs_for_generation") == "Port"
+    subjects = {s["target"].split(":")[1]: s for s in report["subjects"]}
+    (generate,) = [line for line in subjects["OwnHeadLM"]["as_shipped"] if "generate" in line]
+    assert "AttributeError" in generate and "4.57.6 … 5.24.0" in generate and "4.45.2, 4.51.3" in generate
+    assert "generate (AttributeError" in subjects["OwnHeadLM"]["told_nothing"]
+    # 7. overrides only a setter, a reload or a forward with more inputs exercises; a tie_weights that ties nothing
+    assert (
+        on("Backbone", "set_input_embeddings") == [needed] * 5 and advice("Backbone", "set_input_embeddings") == "Keep"
+    )
+    assert on("WithTokenizerLM", "from_pretrained") == [different] * 5
+    assert on("UntiedLM", "tie_weights") == [different] * 5
+    assert on("NeedsSpans", "forward") == ["inconclusive"] * 5  # every forward failed alike: no evidence
+    assert "forward and backward (TypeError" in subjects["NeedsSpans"]["told_nothing"]
+    assert on("GivenSpans", "forward") == [different] * 5  # with example inputs, the probes run it
+    assert [key for key, o in overrides.items() if o["advice"] == "Delete"] == [("ValueHeadLM", "tie_weights")]

@@ -264,3 +264,16 @@ def test_unreadable_or_invalid_files_are_one_line(tmp_path, content):
 def test_a_folder_is_not_a_matrix_file(tmp_path):
     with pytest.raises(MatrixError, match="a folder, not a matrix file"):
         load(tmp_path)
+
+
+def test_a_subject_with_every_key_set_survives_the_plan_file():
+    """The plan hands specs down as JSON: every field of a subject must come back as it was."""
+    import dataclasses
+
+    from compat_matrix.spec import Expectation, Subject
+
+    full = Subject("a.b:C", ("m",), "a.b:make", (Expectation("*", "same"),), ("p.x",), ("/t/test_a.py",), "a.b:inputs")
+    assert all(
+        getattr(full, f.name) != f.default for f in dataclasses.fields(Subject) if f.default is not dataclasses.MISSING
+    )
+    assert Subject.from_json(full.to_json()) == full

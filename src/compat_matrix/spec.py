@@ -84,6 +84,7 @@ class Subject:
             "expect": [list(pair) for pair in self.expect],
             "catches": list(self.catches),
             "tests": list(self.tests),
+            "inputs": self.inputs,
         }
 
     @classmethod
@@ -96,6 +97,7 @@ class Subject:
             expect,
             tuple(data["catches"]),
             tuple(data["tests"]),
+            data.get("inputs"),
         )
 
 

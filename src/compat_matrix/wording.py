@@ -32,7 +32,7 @@ from compat_matrix.conclude import (
     error_of,
 )
 from compat_matrix.results import one_line
-from compat_matrix.shipped import FAILS, ShippedChange
+from compat_matrix.shipped import FAILS
 from compat_matrix.verdict import Verdict
 from compat_matrix.vocabulary import AdviceKind, ConclusionKind, ObservationName, VerdictKind
 from compat_matrix.yourtests import TestsSeen
@@ -342,7 +342,7 @@ def summarize(answer: SubjectConclusions, tests: TestsSeen | None = None, style:
         recommendation,
         glance(answer, style),
         tests,
-        tuple(shipped_line(change, answer, order, style) for change in answer.as_shipped),
+        shipped_lines(answer, order, style),
         told_nothing(answer, order, style),
     )
 
@@ -350,19 +350,34 @@ def summarize(answer: SubjectConclusions, tests: TestsSeen | None = None, style:
 ACROSS = {"forward_backward": "the forward outputs", "save_and_load": "the reloaded weights"}
 
 
-def shipped_line(change: ShippedChange, answer: SubjectConclusions, order: Sequence[str], style: Style) -> str:
-    """`as shipped, generate raises “AttributeError: …” on transformers 4.57.6, 5.0.0; it ran on 4.51.3`."""
-    title = style.text(_titles(answer).get(change.probe, change.probe.replace("_", " ")))
-    labels = {label.split(" ", 1)[-1]: label for label in order}
-    releases = versions_text([labels.get(r, r) for r in change.releases], order)
-    other = versions_text([labels.get(r, r) for r in change.other], order)
-    if change.kind == FAILS:
-        return f"as shipped, {title} raises “{style.text(change.error or '')}” on {releases}; it ran on {other}."
-    what = ACROSS.get(change.probe, f"the values of {title}")
-    return (
-        f"as shipped, {what} (weights set from each parameter's name and shape) change from {other} to {releases}:"
-        f" {' vs '.join(sides(change.before, change.after, style))}."
-    )
+def shipped_lines(answer: SubjectConclusions, order: Sequence[str], style: Style = MARKDOWN) -> tuple[str, ...]:
+    """What the class as shipped does across releases: probes that fail the same way on the same releases share a
+    line (`as shipped, save and load, generate raise “…” on 4.57.6 … 5.24.0; they ran on 4.45.2, 4.51.3.`), then
+    the values that change silently from one tested release to the next."""
+    titles, labels = _titles(answer), {label.split(" ", 1)[-1]: label for label in order}
+
+    def releases(versions: tuple[str, ...]) -> str:
+        return versions_text([labels.get(v, v) for v in versions], order)
+
+    failing: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[str]] = {}
+    said_ = []
+    for change in answer.as_shipped:
+        title = style.text(titles.get(change.probe, change.probe.replace("_", " ")))
+        if change.kind == FAILS:
+            failing.setdefault((change.error or "", change.releases, change.other), []).append(title)
+            continue
+        what = ACROSS.get(change.probe, f"the values of {title}")
+        said_.append(
+            f"as shipped, {what} (weights set from each parameter's name and shape) change from"
+            f" {releases(change.other)} to {releases(change.releases)}:"
+            f" {' vs '.join(sides(change.before, change.after, style))}."
+        )
+    fails = [
+        f"as shipped, {', '.join(names)} {'raises' if len(names) == 1 else 'raise'} “{style.text(error)}” on"
+        f" {releases(where)}; {'it' if len(names) == 1 else 'they'} ran on {releases(ran)}."
+        for (error, where, ran), names in failing.items()
+    ]
+    return tuple(fails + said_)
 
 
 def _titles(answer: SubjectConclusions) -> dict[str, str]:
