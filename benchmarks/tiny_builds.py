@@ -120,7 +120,7 @@ def main(argv: list[str]) -> int:
     built = {n: r for n, r in results.items() if r["built"]}
     failed = {n: r for n, r in results.items() if not r["built"]}
     print(f"transformers {transformers.__version__}: {len(results)} model classes ({len(skipped)} names skipped:")
-    print(f"not PreTrainedModel subclasses, or not importable here)")
+    print("not PreTrainedModel subclasses, or not importable here)")
     broken = {n for n, r in failed.items() if r["default"]}
     buildable = len(results) - len(broken)
     print(f"built: {len(built)} ({len(built) / max(len(results), 1):.0%}), could not build: {len(failed)}")
