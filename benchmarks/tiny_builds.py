@@ -57,23 +57,24 @@ def _hung(signum: int, frame: Any) -> None:
 
 
 def try_build(cls: type) -> dict[str, Any]:
+    """Choose the sizes (once per class, on the meta device), then build: each timed on its own, since a cell
+    chooses once and builds for every probe."""
     signal.signal(signal.SIGALRM, _hung)
     signal.alarm(HANG)
-    wall, cpu = time.perf_counter(), time.process_time()
+    start = time.perf_counter()
     try:
+        tiny.sizes(cls)
+        sizing = time.perf_counter() - start
+        wall, cpu = time.perf_counter(), time.process_time()
         model = tiny.build(cls)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     except tiny.CouldNotBuild as exc:
-        return {"built": False, "error": str(exc), "seconds": time.perf_counter() - wall, "default": builds_as_is(cls)}
+        return {"built": False, "error": str(exc), "default": builds_as_is(cls)}
     except BaseException as exc:  # a build that escapes CouldNotBuild is a bug of tiny.build: say so
-        return {"built": False, "error": f"escaped: {type(exc).__name__}: {exc}", "seconds": time.perf_counter() - wall}
+        return {"built": False, "error": f"escaped: {type(exc).__name__}: {exc}", "default": None}
     finally:
         signal.alarm(0)
-    return {
-        "built": True,
-        "parameters": tiny.parameters(model),
-        "seconds": time.perf_counter() - wall,
-        "cpu_seconds": time.process_time() - cpu,
-    }
+    return {"built": True, "parameters": tiny.parameters(model), "seconds": wall, "cpu_seconds": cpu, "sizing": sizing}
 
 
 def builds_as_is(cls: type) -> str | None:
@@ -133,6 +134,8 @@ def main(argv: list[str]) -> int:
         print(f"max parameters: {built[biggest]['parameters']:,} ({biggest})")
         print(f"max build time: {built[slowest]['seconds']:.2f} s wall ({slowest}),", end=" ")
         print(f"{built[hungriest]['cpu_seconds']:.2f} s CPU ({hungriest})")
+        sizing = max(built, key=lambda n: built[n]["sizing"])
+        print(f"max time to choose the sizes (once per class): {built[sizing]['sizing']:.2f} s wall ({sizing})")
     groups = collections.defaultdict(list)
     for name, result in failed.items():
         groups[("default fails too: " if name in broken else "") + group(result["error"])].append(name)
