@@ -56,7 +56,7 @@ def _hung(signum: int, frame: Any) -> None:
     raise TimeoutError(f"still building after {HANG} s")
 
 
-def try_build(cls: type) -> dict[str, Any]:
+def try_build(cls: type, forward_too: bool = False) -> dict[str, Any]:
     """Choose the sizes (once per class, on the meta device), then build: each timed on its own, since a cell
     chooses once and builds for every probe."""
     signal.signal(signal.SIGALRM, _hung)
@@ -74,7 +74,34 @@ def try_build(cls: type) -> dict[str, Any]:
         return {"built": False, "error": f"escaped: {type(exc).__name__}: {exc}", "default": None}
     finally:
         signal.alarm(0)
-    return {"built": True, "parameters": tiny.parameters(model), "seconds": wall, "cpu_seconds": cpu, "sizing": sizing}
+    result = {
+        "built": True,
+        "parameters": tiny.parameters(model),
+        "seconds": wall,
+        "cpu_seconds": cpu,
+        "sizing": sizing,
+    }
+    return result | ({"forward": forward(model)} if forward_too else {})
+
+
+def forward(model: Any) -> str | None:
+    """None if a model that reads token ids runs on 8 of them (ids below the special ones; as decoder input too,
+    for an encoder-decoder), else why not; "not tried" for a model that reads something else."""
+    import torch
+
+    if getattr(model, "main_input_name", None) != "input_ids":
+        return "not tried"
+    signal.alarm(HANG)
+    try:
+        with torch.no_grad():
+            ids = torch.randint(0, tiny.KEPT_IDS // 2, (1, 8))
+            decoder = {"decoder_input_ids": ids} if getattr(model.config, "is_encoder_decoder", False) else {}
+            model.eval()(input_ids=ids, **decoder)
+    except BaseException as exc:
+        return f"{type(exc).__name__}: {exc}"[:200]
+    finally:
+        signal.alarm(0)
+    return None
 
 
 def builds_as_is(cls: type) -> str | None:
@@ -90,9 +117,18 @@ def builds_as_is(cls: type) -> str | None:
     return None
 
 
+def print_groups(errors: dict[str, str]) -> None:
+    """One line per group of alike errors (see `group`), the largest group first."""
+    found = collections.defaultdict(list)
+    for name, error in errors.items():
+        found[group(error)].append(name)
+    for error, members in sorted(found.items(), key=lambda item: -len(item[1])):
+        print(f"{len(members):4}  {error}  [{', '.join(members[:4])}{', …' if len(members) > 4 else ''}]")
+
+
 def group(error: str) -> str:
     """An error with what names one class or one size taken out, so that alike failures count together."""
-    error = re.sub(r"^could not build \w+: ", "", error).removesuffix("; write a factory (see README)")
+    error = re.sub(r"could not build \w+: ", "", error).removesuffix("; write a factory (see README)")
     error = re.sub(r"\b\w*(Model|Config|For[A-Z]\w*)\b", "<Class>", error)
     error = re.sub(r"\d[\d,.]*", "N", error)
     return error[:150]
@@ -102,6 +138,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write every class's result here")
     parser.add_argument("--only", help="comma-separated class names instead of every model class")
+    parser.add_argument("--forward", action="store_true", help="also run each built model that reads token ids")
     args = parser.parse_args(argv)
 
     import torch  # noqa: F401  imported before anything is timed, as in a cell
@@ -116,7 +153,7 @@ def main(argv: list[str]) -> int:
         if cls is None:
             skipped.append(name)
             continue
-        results[name] = try_build(cls)
+        results[name] = try_build(cls, args.forward)
         print(f"{name}: {'ok' if results[name]['built'] else results[name]['error']}", file=sys.stderr, flush=True)
     built = {n: r for n, r in results.items() if r["built"]}
     failed = {n: r for n, r in results.items() if not r["built"]}
@@ -136,11 +173,12 @@ def main(argv: list[str]) -> int:
         print(f"{built[hungriest]['cpu_seconds']:.2f} s CPU ({hungriest})")
         sizing = max(built, key=lambda n: built[n]["sizing"])
         print(f"max time to choose the sizes (once per class): {built[sizing]['sizing']:.2f} s wall ({sizing})")
-    groups = collections.defaultdict(list)
-    for name, result in failed.items():
-        groups[("default fails too: " if name in broken else "") + group(result["error"])].append(name)
-    for error, members in sorted(groups.items(), key=lambda item: -len(item[1])):
-        print(f"{len(members):4}  {error}  [{', '.join(members[:4])}{', …' if len(members) > 4 else ''}]")
+    if args.forward:
+        tried = {n: r["forward"] for n, r in built.items() if r["forward"] != "not tried"}
+        ran = [n for n, why in tried.items() if why is None]
+        print(f"forward on 8 token ids: {len(ran)} of the {len(tried)} built models that read them ran")
+        print_groups({n: f"forward: {why}" for n, why in tried.items() if why})
+    print_groups({n: ("default fails too: " if n in broken else "") + r["error"] for n, r in failed.items()})
     if args.json:
         args.json.write_text(json.dumps({"transformers": transformers.__version__, "results": results}, indent=1))
     return 0
