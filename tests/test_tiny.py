@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from compat_matrix import tiny
@@ -259,3 +261,12 @@ def test_labels_names_and_private_keys_stay() -> None:
 def test_could_not_build_says_what_and_what_to_do() -> None:
     error = tiny.CouldNotBuild("MyModel", "ValueError: no")
     assert str(error) == "could not build MyModel: ValueError: no; write a factory (see README)"
+
+
+def test_could_not_build_survives_pickling() -> None:
+    error = pickle.loads(pickle.dumps(tiny.CouldNotBuild("MyModel", "ValueError: no")))
+    assert (error.name, error.why, str(error)) == (
+        "MyModel",
+        "ValueError: no",
+        str(tiny.CouldNotBuild("MyModel", "ValueError: no")),
+    )

@@ -55,7 +55,7 @@ RULES: tuple[tuple[str, str], ...] = (
     ("token_id", r"\w*token_(id|ids|index)|(bos|eos|pad|unk|mask|sep|cls)_(id|index)"),
     ("vocab", r"\w*vocab\w*|\w*codebook_size|num_hash_buckets|num_embeds|n_words|n_token|num_\w+_labels"),
     ("positions", r"\w*max_position_embeddings|n_positions|max_\w*pos\w*|\w+_positions|model_max_length"),
-    ("window", r"sliding_window(_size)?|attention_chunk_size|\w*window_len|context_size"),
+    ("window", r"sliding_window(_size)?|attention_window|attention_chunk_size|\w*window_len|context_size"),
     ("kv_heads", r"\w*(key_value_heads|kv_heads)"),
     ("heads", r"\w*(attention_heads|num_heads|n_heads?|_heads)(_per_stage)?"),
     ("head_dim", r"(\w+_)?head_dim|d_kv|d_head|dim_head|attention_head_size|rotary_dim|rotary_emb_dim"),
@@ -98,8 +98,12 @@ class CouldNotBuild(Exception):
     """A class that `build` could not make tiny, and why; the remedy is a factory of its own."""
 
     def __init__(self, cls: type | str, why: str) -> None:
-        name = cls if isinstance(cls, str) else cls.__name__
-        super().__init__(f"could not build {name}: {why}; write a factory (see README)")
+        self.name = cls if isinstance(cls, str) else cls.__name__
+        self.why = why
+        super().__init__(f"could not build {self.name}: {why}; write a factory (see README)")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:  # it crosses forked children whole
+        return type(self), (self.name, self.why)
 
 
 def kind_of(name: str) -> str | None:
