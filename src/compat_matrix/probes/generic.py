@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from compat_matrix import tracing
 from compat_matrix.probes import ANY, Build, Values, preparation, probe
 from compat_matrix.probes.common import jsonable
 from compat_matrix.variants import defining_class
@@ -24,7 +25,10 @@ SKIPPED_FOLDER = "models"  # each model's own files call their own methods, not 
 
 
 def function_of(attribute: Any) -> Any:
-    """The function behind a class attribute (a classmethod's or staticmethod's), or None for anything else."""
+    """The function behind a class attribute (a classmethod's or staticmethod's), or None for anything else (an
+    attribute that is a value, whether or not it is being watched for reads)."""
+    if isinstance(attribute, tracing.Read):
+        attribute = attribute.value
     if isinstance(attribute, (classmethod, staticmethod)):
         return attribute.__func__
     return attribute if inspect.isfunction(attribute) or inspect.ismethoddescriptor(attribute) else None
