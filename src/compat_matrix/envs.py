@@ -30,6 +30,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from compat_matrix.cells import CELLS_DIR, Cell, install_args, local_requirements, result_path, runner_request
+from compat_matrix.probes.generic import KEPT
 from compat_matrix.progress import INSTALLING, PROBING, STARTED, state_path, write_state
 from compat_matrix.results import (
     CRASHED,
@@ -341,8 +342,10 @@ def _install(
     if how == KEEP:
         return None  # a warm environment with exactly these pins: nothing to install
     (home / STAMP).unlink(missing_ok=True)
-    # Installed files may keep the size and mtime of those they replace; their bytecode must not outlive them.
+    # Installed files may keep the size and mtime of those they replace; their bytecode must not outlive them, nor
+    # what the probes kept about the release (the call sites they parsed).
     shutil.rmtree(home / BYTECODE, ignore_errors=True)
+    shutil.rmtree(home / KEPT, ignore_errors=True)
     write_state(out, INSTALLING, started)
     commands = [[uv_binary(), "pip", "install", "--python", str(python), *args]]
     if how == FRESH:
