@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 from compat_matrix import evidence
 from compat_matrix.collect import SubjectRow
+from compat_matrix.probes import registry
 from compat_matrix.results import Observation, SubjectResult, failure_in
 from compat_matrix.shipped import ShippedChange, shipped_changes
 from compat_matrix.verdict import Judged, Verdict
@@ -78,17 +79,36 @@ def contrast(observation: Observation, title: str) -> Contrast:
 
 
 def from_contrasts(contrasts: list[Contrast]) -> Conclusion:
-    """harmful, needed or behaves differently, by the rules above; redundant when nothing differs."""
+    """harmful, needed or behaves differently, by the rules above; redundant when nothing differs. Harmful only where
+    nothing else differs in what the code does: a value that differs elsewhere (the logits, a reloaded model's
+    attributes) is behaviour that deleting the override changes too, whatever the errors say."""
     if not contrasts:
         return Conclusion(REDUNDANT)
     kinds = {c.kind for c in contrasts}
-    if HARMFUL in kinds and NEEDED not in kinds:
+    if HARMFUL in kinds and NEEDED not in kinds and not _behaviour(contrasts):
         kind = HARMFUL
     elif NEEDED in kinds and HARMFUL not in kinds:
         kind = NEEDED
     else:
         kind = DIFFERENTLY
     return Conclusion(kind, tuple(sorted(contrasts, key=lambda c: ORDER.index(c.kind))))
+
+
+INSPECTS = frozenset(name for name, p in registry().items() if p.inspects)  # probes that read the class, not run it
+
+
+def _behaviour(contrasts: list[Contrast]) -> list[Contrast]:
+    """The values that differ where the code ran and did not fail on one side: not warnings, not what a probe that
+    only reads the class saw (a signature that cannot take what a release passes: the error itself shows it), not
+    what a probe that failed on one side recorded besides."""
+    one_sided = {c.observation.probe for c in contrasts if c.kind in (HARMFUL, NEEDED)}
+    return [
+        c
+        for c in contrasts
+        if c.kind == DIFFERENTLY
+        and c.observation.name != ObservationName.WARNINGS
+        and c.observation.probe not in INSPECTS | one_sided
+    ]
 
 
 def _title(observation: Observation, titles: dict[str, str]) -> str:
@@ -218,8 +238,11 @@ def advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
     ran = set(by_kind) - {COULD_NOT_RUN}
     if not ran:
         return Advice(AdviceKind.REVIEW, releases)
-    if ORPHANED in ran:
-        return Advice(AdviceKind.PORT, releases)
+    if ORPHANED in ran and ran & {NEEDED, DIFFERENTLY, HARMFUL}:
+        return Advice(AdviceKind.PORT, releases)  # what it did on some release is gone on another
+    if ORPHANED in ran and not ran - {ORPHANED, REDUNDANT}:
+        # it did nothing on any tested release: Delete where another release shows that, else ask
+        return Advice(AdviceKind.DELETE if REDUNDANT in ran else AdviceKind.REVIEW, releases)
     if NEEDED in ran:
         return Advice(AdviceKind.KEEP, releases)
     if ran <= {REDUNDANT, HARMFUL}:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import shutil
 from collections.abc import Callable
 from typing import Any
 
@@ -74,7 +75,11 @@ def tiny_trainer(cls: type) -> Any:
         seed=SEED,
     )
     data = tiny_dataset()
-    return cls(model=tiny_causal_lm(), args=args, train_dataset=data, eval_dataset=data)
+    try:
+        return cls(model=tiny_causal_lm(), args=args, train_dataset=data, eval_dataset=data)
+    except BaseException:
+        shutil.rmtree(args.output_dir, ignore_errors=True)  # nobody else will know about it
+        raise
 
 
 def default_factory(cls: type) -> Any:
@@ -90,8 +95,11 @@ def default_factory(cls: type) -> Any:
 
     if issubclass(cls, Trainer):
         return tiny_trainer(cls)
-    if issubclass(getattr(cls, "config_class", object), LlamaConfig):
+    config_class = getattr(cls, "config_class", None)
+    if isinstance(config_class, type) and issubclass(config_class, LlamaConfig):
         return tiny_causal_lm(cls)
+    if not isinstance(config_class, type):
+        raise tiny.CouldNotBuild(cls, f"its config_class is {config_class!r}, not a config class")
     if issubclass(cls, PreTrainedModel) and "model" not in inspect.signature(cls).parameters:
         return tiny.build(cls)
     try:

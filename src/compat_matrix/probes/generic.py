@@ -264,7 +264,7 @@ def parse_call_sites(methods: tuple[str, ...]) -> None:
         call_sites(name)
 
 
-@probe(exercises=ANY, title="transformers' calls", informs=("unused",))
+@probe(exercises=ANY, title="transformers' calls", informs=("unused",), inspects=True)
 def transformers_calls(build: Build) -> Values:
     """Per audited method: every call of `.<method>(...)` in the installed transformers (outside each model's own
     files), found by parsing its source, and the calls that the base implementation takes but what the variant
@@ -293,7 +293,7 @@ def transformers_calls(build: Build) -> Values:
     return values
 
 
-@probe(exercises=ANY, title="signature")
+@probe(exercises=ANY, title="signature", inspects=True)
 def signature(build: Build) -> Values:
     """Per audited method: the parameters of the base implementation on the installed release that what the
     variant calls cannot take (by name and kind), and the parameters whose defaults differ. With the override
