@@ -70,7 +70,7 @@ def overrides(subject: SubjectConclusions) -> tuple[Override, ...]:
 def make(subjects: Sequence[SubjectConclusions]) -> Grid:
     every = [o for subject in subjects for o in overrides(subject)]
     ordered = sorted(every, key=rank)  # stable: the matrix file's order among equals
-    labels = list(dict.fromkeys(r.label for subject in subjects for r in reversed(subject.rows)))
+    labels = list(dict.fromkeys(label for o in every for label, _ in o.oldest_first))
     kinds = [{label: c.kind for label, c in o.by_release} for o in ordered]
     columns: list[list[str]] = []
     for label in labels:
