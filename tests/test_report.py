@@ -94,6 +94,13 @@ def test_rows_are_newest_first_by_version_not_string_order():
     ]
 
 
+def test_a_series_that_did_not_install_goes_after_its_releases():
+    failed = [result("5.x", None, status="install-failed"), result("4.57.x", "4.57.6", observations())]
+    failed.append(result("4.x", None, status="install-failed"))
+    labels = [row.label for row in collect.collect(failed, SPEC.subjects).cells]
+    assert labels == ["transformers 5.x (requested)", "transformers 4.x (requested)", "transformers 4.57.6"]
+
+
 def test_verdicts_name_what_differs():
     rows = {row.label: verdict for row, verdict in decided()}
     assert rows["transformers 4.57.6"].verdict == "same"
