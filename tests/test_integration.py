@@ -132,7 +132,10 @@ def test_a_probe_module_of_your_own_runs_beside_the_built_in_ones_and_a_broken_o
     assert mine["override"] is False  # the module get_input_embeddings returns is never called: no input grads
     broken = observed["broken_probes.py", "error"]  # named as the matrix file names it
     assert broken["override"] == broken["base"] == "RuntimeError: cannot import this" and not broken["carries"]
-    assert "frozen model input grads" in (tmp_path / "reports" / "custom-probe.md").read_text()  # its title
+    # equal on both sides: in the CSV (and the JSON), not in the markdown's evidence, which shows what differs
+    csv = (tmp_path / "reports" / "custom-probe.csv").read_text()
+    assert ",frozen_model_input_grads,loss_requires_grad,False,False,True,True\n" in csv
+    assert "frozen" not in (tmp_path / "reports" / "custom-probe.md").read_text()
 
 
 def test_your_own_tests_under_both_variants_and_against_broken_overrides(tmp_path):

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from compat_matrix import wording
-from compat_matrix.baseline import Change
+from compat_matrix.baseline import Change, failing
 from compat_matrix.collect import Collected
 from compat_matrix.conclude import Concluded, Override, SubjectConclusions
-from compat_matrix.grid import Grid
+from compat_matrix.grid import Grid, Row
 from compat_matrix.spec import Subject
 from compat_matrix.vocabulary import ConclusionKind
 from compat_matrix.wording import MARKDOWN, PLAIN, Summary, phrase, spelled, versions_text
@@ -93,8 +93,6 @@ class Report:
     def status(self) -> str:
         if any(c.result.status != "ok" for c in self.collected.cells) or any(not r.verdict.ran for r in self.rows):
             return COULD_NOT_RUN
-        from compat_matrix.baseline import failing
-
         return FAILING if self.unmet or self.failed_on or failing(list(self.changes or ())) else OK
 
 
@@ -286,7 +284,7 @@ def evidence_section(report: Report, subject: Subject) -> list[str]:
     return [*out, "</details>", ""]
 
 
-def _row(grid: Grid, override: Override) -> Any:
+def _row(grid: Grid, override: Override) -> Row:
     return next(row for row in grid.rows if row.override is override)
 
 

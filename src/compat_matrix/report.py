@@ -42,7 +42,7 @@ class Written:
     cells: int
     failed_on: tuple[str, ...] = ()  # overrides that reached a `--fail-on` conclusion, and where
     title: str = ""
-    glances: tuple[str, ...] = ()  # per subject: where each override's conclusion changes
+    glances: tuple[str, ...] = ()  # per override: where its conclusion changes
 
 
 def run(plan: Plan) -> list[Written]:
@@ -134,8 +134,10 @@ def write(matrix: Matrix, files: Files, decided: render.Report, results: list[Ce
     said = timings(results)
     write_text_atomic(reports / LOGS / f"{name}.log", said + "\n")
     failed = tuple(f"{r.cell} ({why})" for r in results if (why := verdict.could_not_run(r)))
-    glances = tuple(
-        f"{wording.name_of_subject(t, wording.PLAIN)}: {summary.glance}" for t, summary in decided.summaries.items()
+    several = decided.grid.several
+    glances = tuple(  # a line per row of the grid: where its conclusion changes
+        f"{wording.name_of(row.override, several, wording.PLAIN)}: {wording.stretches(row.override)}"
+        for row in decided.grid.rows
     )
     return Written(
         name,

@@ -303,10 +303,12 @@ def glance(answer: SubjectConclusions, style: Style = MARKDOWN) -> str:
     the first release on which each override turns bad. It says what the grid says."""
     if not answer.overrides:
         return _runs([(row.label, row.conclusion.kind) for row in answer.rows])
-    return "; ".join(
-        f"{style.code(o.name)}: {_runs([(label, c.kind) for label, c in o.by_release])}"
-        for o in sorted(answer.overrides, key=grid.rank)
-    )
+    return "; ".join(f"{style.code(o.name)}: {stretches(o)}" for o in sorted(answer.overrides, key=grid.rank))
+
+
+def stretches(override: Override) -> str:
+    """`redundant 4.57.6, 5.14.1 · harmful 5.24.0`: one override's conclusions, oldest first."""
+    return _runs([(label, c.kind) for label, c in override.by_release])
 
 
 def _runs(labelled: list[tuple[str, str]]) -> str:
