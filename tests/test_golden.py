@@ -211,3 +211,25 @@ def test_five_subjects_sorted_harmful_port_review_keep_delete():
     assert report.title == "mylib: delete 2, port 1 and review 1 of 5 overrides"
     text = render.markdown(report)
     assert "- `OwnHeadLM`: as shipped, generate raises “AttributeError:" in text
+
+
+def test_several_subjects_share_one_summary_table_a_row_per_stretch_that_reads_alike():
+    from dataclasses import replace
+
+    spec, results = sweep_of_11()
+    other = "mylib:OtherWrapper"
+    spec = replace(spec, subjects=(*spec.subjects, Subject(other, (ENABLE, DISABLE, EMBEDDINGS))))
+    results = [replace(r, subjects=(*r.subjects, replace(r.subjects[0], target=other))) for r in results]
+    text = render.markdown(make_report(spec, results))
+    summary = next(t for t in source_tables(text) if t[0].startswith("| class |"))
+    assert summary == [
+        "| class | transformers | with override | base implementation |",
+        "|---|---|---|---|",
+        "| `CharacterCausalLMWrapper` | 5.14.1 … 5.24.0 | enable→True, disable→False | enable→True, disable→False |",
+        "| `OtherWrapper` | 5.14.1 … 5.24.0 | enable→True, disable→False | enable→True, disable→False |",
+    ]
+    assert text.count(render.BASE_MEANING) == 1
+    assert (
+        "`gradient_checkpointing_enable` (use `activation_checkpointing_enable`) in CharacterCausalLMWrapper and"
+        in text
+    )

@@ -131,9 +131,10 @@ def table(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> str:
 MERGE_ABOVE = 5  # rows: a longer probe-summary table gives neighbours that read alike one row
 
 
-def merged(rows: list[list[str]]) -> list[list[str]]:
+def merged(rows: list[list[str]], axis: bool = True) -> list[list[str]]:
     """Neighbouring rows (newest first) whose cells but the label are equal, as one row labelled with their versions
-    (`transformers 5.16.1 … 5.22.2`), so that a sweep's table stays short where nothing changes."""
+    (`transformers 5.16.1 … 5.22.2`; without `axis`, `5.16.1 … 5.22.2`), so that a sweep's table stays short where
+    nothing changes."""
     runs: list[list[list[str]]] = []
     for row in rows:
         if runs and runs[-1][-1][1:] == row[1:]:
@@ -141,7 +142,7 @@ def merged(rows: list[list[str]]) -> list[list[str]]:
         else:
             runs.append([row])
     order = [row[0] for row in rows]
-    return [[versions_text([r[0] for r in run], order), *run[0][1:]] if len(run) > 1 else run[0] for run in runs]
+    return [[versions_text([r[0] for r in run], order, axis), *run[0][1:]] for run in runs]
 
 
 def tests_section(seen: TestsSeen) -> list[str]:
@@ -186,8 +187,7 @@ def markdown(report: Report) -> str:
         out += ["## Changed since baseline", ""]
         out += [f"- {escape(str(c))}" for c in report.changes] or ["No changes."]
         out += [""]
-    for subject in report.meta.subjects:
-        out += summary_table(report, subject)
+    out += summary_tables(report)
     for subject in sorted(report.meta.subjects, key=lambda s: _first_row(report.grid, s.target)):
         out += evidence_section(report, subject)
     out += [f"{VERSIONS}</summary>", "", versions_table(report.collected), ""]
@@ -233,24 +233,37 @@ def explained(answer: SubjectConclusions) -> frozenset[str]:
     return frozenset(f.error for o in answer.overrides for f in o.failures() if f.variant == "override")
 
 
-def summary_table(report: Report, subject: Subject) -> list[str]:
-    """The probes' summary per release (the motivating PR's table), for a subject whose probes have one; then your
-    own tests, where the subject names them."""
-    answer, summary = report.subjects[subject.target], report.summaries[subject.target]
-    rows = answer.rows
+def summary_tables(report: Report) -> list[str]:
+    """The probes' summary per release (the motivating PR's table), for the subjects whose probes have one: one
+    subject's rows are its releases (neighbours that read alike share one past MERGE_ABOVE); with several subjects,
+    one table, a row per subject and stretch of releases that read alike. Then your own tests, per subject."""
+    subjects = sorted(report.meta.subjects, key=lambda s: _first_row(report.grid, s.target))
+    tables: list[tuple[Subject, list[list[str]]]] = []
+    for subject in subjects:
+        rows = report.subjects[subject.target].rows
+        if any(r.row.override_shown or r.row.base_shown for r in rows):
+            shown = [
+                [r.label, *((r.row.override_shown, r.row.base_shown) if r.verdict.ran else (r.verdict.verdict,) * 2)]
+                for r in rows
+            ]
+            tables.append((subject, shown))
     out = []
-    if any(r.row.override_shown or r.row.base_shown for r in rows):
-        main = [
-            [r.label, *((r.row.override_shown, r.row.base_shown) if r.verdict.ran else (r.verdict.verdict,) * 2)]
-            for r in rows
+    if len(tables) == 1 and not report.grid.several:
+        ((_, shown),) = tables
+        out += [BASE_MEANING, "", table(["", *COLUMNS.values()], merged(shown) if len(shown) > MERGE_ABOVE else shown)]
+        out += [""]
+    elif tables:
+        rows = [
+            [Md(wording.name_of_subject(subject.target)), *row]
+            for subject, shown in tables
+            for row in merged(shown, axis=False)
         ]
-        if len(main) > MERGE_ABOVE:
-            main = merged(main)
-        named = f"{wording.name_of_subject(subject.target)}: " if report.grid.several else ""
-        out += [f"{named}{BASE_MEANING}", "", table(["", *COLUMNS.values()], main), ""]
-    if summary.tests is not None:
-        out += [f"{wording.name_of_subject(subject.target)}:", ""] if report.grid.several else []
-        out += tests_section(summary.tests)
+        out += [BASE_MEANING, "", table(["class", _axis(report.order), *COLUMNS.values()], rows), ""]
+    for subject in subjects:
+        seen = report.summaries[subject.target].tests
+        if seen is not None:
+            out += [f"{wording.name_of_subject(subject.target)}:", ""] if report.grid.several else []
+            out += tests_section(seen)
     return out
 
 

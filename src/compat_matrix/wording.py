@@ -611,13 +611,21 @@ def reason(override: Override, order: Sequence[str], style: Style = MARKDOWN) ->
 
 
 def deprecated_line(overrides: Sequence[Override], order: Sequence[str], several: bool, style: Style = MARKDOWN) -> str:
-    """`Deprecated in transformers 5.24.0: `a` (use `b`), `c`.`: every deprecated audited name, on one line."""
-    since: dict[str, list[str]] = {}
+    """`Deprecated in transformers 5.24.0: `a` (use `b`), `c`.`: every deprecated audited name, on one line; with
+    several subjects, a name deprecated alike in several classes is said once, naming them."""
+    since: dict[str, dict[tuple[str, str | None], list[str]]] = {}
     for o in overrides:
         if o.deprecated is not None:
-            use = f" (use {style.code(o.deprecated.replacement)})" if o.deprecated.replacement else ""
-            since.setdefault(o.deprecated.since, []).append(name_of(o, several, style) + use)
-    said = [f"in {versions_text([label], order)}: {', '.join(names)}" for label, names in since.items()]
+            owners = since.setdefault(o.deprecated.since, {}).setdefault((o.name, o.deprecated.replacement), [])
+            owners.append(name_of_subject(o.target, PLAIN))
+    said = []
+    for label, names in since.items():
+        parts = []
+        for (name, replacement), owners in names.items():
+            use = f" (use {style.code(replacement)})" if replacement else ""
+            shown = _listed(owners[:3]) if len(owners) <= 3 else f"{', '.join(owners[:2])} and {len(owners) - 2} more"
+            parts.append(f"{style.code(name)}{use}" + (f" in {style.text(shown)}" if several else ""))
+        said.append(f"in {versions_text([label], order)}: {'; '.join(parts) if several else ', '.join(parts)}")
     return f"Deprecated {'; '.join(said)}." if said else ""
 
 
