@@ -1,11 +1,13 @@
-"""How long the default matrix takes, against the floor it cannot beat: importing torch + transformers per cell; and
-since when: a sweep of every 5.x minor from 5.14 against its floor, and how many releases bisect tests.
+"""How long a run takes against the floor it cannot beat: importing what the probes need, once per cell, from
+compiled bytecode, in as many lanes as the run uses. The warm default matrix, a warm sweep of every 5.x minor from
+5.14 (11 cells) and their ratios, side by side; where a warm cell's time goes; what bytecode costs a cold cell.
 
     python benchmarks/bench.py                 # from the repository root; needs uv and nox (the README's first command)
-    python benchmarks/bench.py --quick         # skip the pip peer and the scaling series
-    python benchmarks/bench.py --since-when    # only the sweep and the bisections
+    python benchmarks/bench.py --repeat 1      # one measurement of each instead of three
+    python benchmarks/bench.py --more          # also: a cold cell, uv against pip, the scaling series, bisect
 
-Prints figures and ratios; asserts nothing. Every figure is one wall-clock measurement with Python's own timer.
+Prints figures and ratios; asserts nothing. Every figure is a wall-clock measurement with Python's own timer; with
+--repeat N, the N figures and their ratios, in order. The machine is whatever it is: other work on it counts.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from compat_matrix import cells, envs, resolve, spec  # noqa: E402
+from compat_matrix.cells import result_path  # noqa: E402
 from compat_matrix.probes import PREWARM  # noqa: E402
+from compat_matrix.results import read_cell_result  # noqa: E402
 
 MATRIX = ROOT / "matrix" / "char-causal-lm-checkpointing.toml"
 LANES = os.cpu_count() or 1
@@ -49,28 +53,46 @@ def nox_matrix(matrix: Path, reports: Path, *options: str) -> float:
     return timed(command, COMPAT_MATRIX=str(matrix), COMPAT_MATRIX_REPORTS=str(reports))
 
 
-def cell_pythons(matrix: spec.MatrixSpec, reports: Path) -> list[Path]:
-    """The interpreters of the matrix's cell environments: those in .nox/ installed with exactly the cells' pins."""
+def planned(matrix: spec.MatrixSpec) -> tuple[spec.MatrixSpec, list[cells.Cell], dict[str, dict[str, str]]]:
+    """The matrix with its sweeps expanded, its cells, and the release each ranged value resolves to today."""
     releases_of = resolve.lookup(os.environ, matrix.exclude_newer)
     matrix = resolve.expand(matrix, releases_of)
-    found = [
-        envs.find_environment(ROOT / ".nox", matrix, cell, reports, resolve.pins(cell, releases_of))
-        for cell in cells.cells(matrix)
-    ]
+    listed = cells.cells(matrix)
+    return matrix, listed, {cell.id: resolve.pins(cell, releases_of) for cell in listed}
+
+
+def cell_pythons(matrix: spec.MatrixSpec, reports: Path) -> list[Path]:
+    """The interpreters of the matrix's cell environments: those in .nox/ installed with exactly the cells' pins."""
+    matrix, listed, pins = planned(matrix)
+    found = [envs.find_environment(ROOT / ".nox", matrix, cell, reports, pins[cell.id]) for cell in listed]
     if None in found:
         sys.exit("a cell's environment is missing from .nox/ after the warm-up run")
     return found
 
 
+def import_code(module: str) -> str:
+    """What any run of the probes has to import: torch, transformers, the subject's module and the parts of
+    transformers the probes use (`Trainer`, generation, the model classes the factory builds: PREWARM)."""
+    return f"import torch, transformers, {module}, " + ", ".join(PREWARM)
+
+
 def floor(pythons: list[Path], module: str) -> float:
-    """`import torch, transformers`, the subject's module and the parts of transformers the probes use (`Trainer`,
-    generation, the model classes the factory builds: compat_matrix.probes.PREWARM), once per cell, in LANES
-    parallel lanes: what any run of the probe suite has to import."""
-    code = f"import torch, transformers, {module}, " + ", ".join(PREWARM)
-    start = time.perf_counter()
-    with ThreadPoolExecutor(LANES) as lanes:
-        list(lanes.map(lambda python: subprocess.run([str(python), "-c", code], check=True), pythons))
-    return time.perf_counter() - start
+    """One import of what the probes need per cell, from the bytecode the cell's environment holds (written by its
+    own runs), in LANES parallel lanes: the fastest way to do what every run must do. The best of two."""
+
+    def once() -> float:
+        start = time.perf_counter()
+        with ThreadPoolExecutor(LANES) as lanes:
+            list(lanes.map(lambda python: _import(python, module), pythons))
+        return time.perf_counter() - start
+
+    return min(once(), once())
+
+
+def _import(python: Path, module: str, bytecode: bool = True) -> None:
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    environ |= envs.bytecode_environment(python.parent.parent) if bytecode else {"PYTHONDONTWRITEBYTECODE": "1"}
+    subprocess.run([str(python), "-c", import_code(module)], check=True, env=environ)
 
 
 def variant_of(matrix: Path, folder: Path, name: str, transformers: list[str] | str) -> Path:
@@ -83,6 +105,84 @@ def variant_of(matrix: Path, folder: Path, name: str, transformers: list[str] | 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+def figures(values: list[float], base: float) -> str:
+    said = ", ".join(f"{v:.1f}" for v in values)
+    ratios = ", ".join(f"{v / base:.2f}" for v in values)
+    return f"{said} s   ratio to floor {ratios}"
+
+
+def warm_against_floor(matrix: Path, folder: Path, label: str, repeat: int, show) -> list[Path]:
+    """Warm up the matrix's cells, measure its floor, then the warm run `repeat` times; the folders of the runs."""
+    module = spec.load(matrix).subjects[0].target.split(":")[0]
+    nox_matrix(matrix, folder / "warmup")  # environments exist, are installed and hold their bytecode
+    pythons = cell_pythons(spec.load(matrix), folder / "warmup")
+    base = floor(pythons, module)
+    show(f"floor: {label} ({len(pythons)} cells), one import each from bytecode, {LANES} lanes", f"{base:6.1f} s")
+    runs = [folder / f"warm-{index}" for index in range(repeat)]
+    seconds = [nox_matrix(matrix, run) for run in runs]
+    show(f"warm {label}", figures(seconds, base) + " (target <= 1.3)")
+    return runs
+
+
+def breakdown(matrix: Path, reports: Path, wall: float, show) -> None:
+    """Where the time of a warm run's cells went, from the phases each cell's result records, and what is left
+    outside the cells (nox starting, the plan, the report) of the run's wall time `wall`."""
+    _, listed, _ = planned(spec.load(matrix))
+    results = [read_cell_result(result_path(reports, cell)) for cell in listed]
+    phases: dict[str, list[float]] = {}
+    for result in results:
+        for name, seconds in result.phases:
+            phases.setdefault(name.split(" ")[0] if name.startswith("subject ") else name, []).append(seconds)
+    for name, seconds in phases.items():
+        show(f"  per cell: {name}", f"{sum(seconds) / len(seconds):6.2f} s (mean of {len(seconds)})")
+    inside = sum(r.seconds or 0.0 for r in results) / LANES
+    show("  outside the cells: nox, plan, report (wall - cells / lanes)", f"{wall - inside:6.2f} s")
+
+
+def cold_bytecode(python: Path, module: str, folder: Path, show) -> None:
+    """What writing bytecode costs a cold cell, and saves a warm one: the imports of a cell without bytecode (as
+    cells ran before), writing it into an empty folder (a cold cell's first run), and from it (every run after)."""
+    saved = python.parent.parent / envs.BYTECODE
+    moved = folder / "bytecode-kept"
+    if saved.exists():
+        shutil.move(saved, moved)
+    try:
+        for label, bytecode in (("no bytecode (as before)", False), ("writing it (a cold cell)", True)):
+            start = time.perf_counter()
+            _import(python, module, bytecode)
+            show(f"imports of one cell, {label}", f"{time.perf_counter() - start:6.1f} s")
+        start = time.perf_counter()
+        _import(python, module)
+        show("imports of one cell, from bytecode (a warm cell)", f"{time.perf_counter() - start:6.1f} s")
+    finally:
+        shutil.rmtree(saved, ignore_errors=True)
+        if moved.exists():
+            shutil.move(moved, saved)
+
+
+def more(folder: Path, show) -> None:
+    """A cold cell end to end, uv against pip, the warm matrix by its number of cells, and bisect."""
+    default = spec.load(MATRIX)
+    cold_name = f"bench-cold-{os.getpid()}"
+    cold = nox_matrix(variant_of(MATRIX, folder, cold_name, ["5.14.1"]), folder / "cold")
+    show("cold cell: new environment (warm uv cache), install, probes", f"{cold:6.1f} s")
+    for venv in ROOT.glob(f".nox/cell-{cold_name}-*"):
+        shutil.rmtree(venv)
+    (cell,) = cells.cells(spec.load(variant_of(MATRIX, folder, "peer", ["5.14.1"])))
+    requirements = cells.install_args(default, cell)
+    uv, pip = setup_seconds("uv", folder, requirements), setup_seconds("pip", folder, requirements)
+    show("one cell's environment with uv", f"{uv:6.1f} s")
+    show("the same with virtualenv + pip (nox's default backend)", f"{pip:6.1f} s   {pip / uv:.1f}x uv")
+    nox_matrix(variant_of(MATRIX, folder, "bench-scale", SCALING), folder / "scale-warmup")
+    for count in (1, 2, 3, 5):
+        seconds = nox_matrix(variant_of(MATRIX, folder, "bench-scale", SCALING[:count]), folder / f"scale-{count}")
+        show(f"warm matrix with {count} cell(s)", f"{seconds:6.1f} s   {seconds / count:.1f} s per cell")
+    for what, options in (("verdict", ()), (OBSERVATION, ("--observation", OBSERVATION))):
+        seconds, answer, line = bisection(MATRIX, folder / f"bisect-{len(options)}", *options)
+        tested = f"{len(answer['tested'])} releases tested in {len(answer['rounds'])} rounds"
+        show(f"bisect {BISECT} on the {what}", f"{seconds:6.1f} s   {tested}; {line}")
 
 
 def bisection(matrix: Path, reports: Path, *options: str) -> tuple[float, dict, str]:
@@ -103,42 +203,6 @@ def bisection(matrix: Path, reports: Path, *options: str) -> tuple[float, dict, 
     return seconds, json.loads((reports / f"{spec.load(matrix).name}.bisect.json").read_text()), line
 
 
-def resolution(folder: Path, show) -> None:
-    """What a warm run adds to see today's releases: resolving the default matrix's cells against the index, once
-    with the index asked and once from the answer kept in the cache."""
-    matrix = spec.load(MATRIX)
-    environ = {**os.environ, resolve.CACHE_VARIABLE: str(folder / "index-cache")}
-    for label in ("index asked", "index answer kept"):
-        start = time.perf_counter()
-        for cell in cells.cells(matrix):
-            resolve.pins(cell, resolve.lookup(environ, matrix.exclude_newer))
-        seconds = time.perf_counter() - start
-        show(f"resolving the default matrix's cells, {label}", f"{seconds * 1000:6.1f} ms")
-
-
-def since_when(folder: Path, module: str, show) -> None:
-    """A sweep of every 5.x minor from 5.14 (warm, against one import per cell) and bisect over >=5.14,<=5.24 on the
-    verdict and on one observation. The matrices keep the default name: their cells' environments are the default
-    matrix's, and each other's."""
-    resolution(folder, show)
-    sweep = variant_of(MATRIX, folder / "sweep", "char-causal-lm-checkpointing", SWEEP)
-    nox_matrix(sweep, folder / "sweep-warmup")  # environments exist and are installed
-    pythons = cell_pythons(spec.load(sweep), folder / "sweep-warmup")
-    base = floor(pythons, module)
-    show(f"floor: one import per cell of the sweep ({len(pythons)} cells), {LANES} lanes", f"{base:6.1f} s")
-    warm = nox_matrix(sweep, folder / "sweep-warm")
-    show(
-        f"warm sweep of every 5.x minor from 5.14 ({len(pythons)} cells)",
-        f"{warm:6.1f} s   ratio to floor {warm / base:.2f}",
-    )
-    glance = json.loads((folder / "sweep-warm" / "char-causal-lm-checkpointing.json").read_text())["subjects"][0]
-    show("sweep: at a glance", glance["glance"])
-    for what, options in (("verdict", ()), (OBSERVATION, ("--observation", OBSERVATION))):
-        seconds, answer, line = bisection(MATRIX, folder / f"bisect-{len(options)}", *options)
-        tested = f"{len(answer['tested'])} releases tested in {len(answer['rounds'])} rounds"
-        show(f"bisect {BISECT} on the {what}", f"{seconds:6.1f} s   {tested}; {line}")
-
-
 def setup_seconds(tool: str, folder: Path, requirements: list[str]) -> float:
     """A fresh environment with one cell's pins: uv, or the virtualenv + pip that nox uses by default."""
     target = folder / tool
@@ -155,8 +219,8 @@ def setup_seconds(tool: str, folder: Path, requirements: list[str]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="skip the pip peer and the scaling series")
-    parser.add_argument("--since-when", action="store_true", help="only the sweep and the bisections")
+    parser.add_argument("--repeat", type=int, default=3, help="warm runs of each matrix (default 3)")
+    parser.add_argument("--more", action="store_true", help="also a cold cell, uv against pip, scaling and bisect")
     args = parser.parse_args()
     default = spec.load(MATRIX)
     module = default.subjects[0].target.split(":")[0]
@@ -164,74 +228,23 @@ def main() -> None:
 
     def show(label: str, value: str) -> None:
         rows.append((label, value))
-        print(f"{label:<58} {value}", flush=True)
+        print(f"{label:<70} {value}", flush=True)
 
     show("machine", f"{os.cpu_count()} cores, {LANES} lanes, {len(cells.cells(default))} cells in the default matrix")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        if args.since_when:
-            since_when(folder, module, show)
-            table(rows)
-            return
-        nox_matrix(MATRIX, folder / "warmup")  # environments exist and are installed
-        pythons = cell_pythons(default, folder / "warmup")
-        single = floor(pythons[:1], module)
-        base = floor(pythons, module)
-        show("floor: one import of torch + transformers + subject", f"{single:6.1f} s")
-        show(f"floor: one import per cell, {LANES} lanes", f"{base:6.1f} s")
-        warm = nox_matrix(MATRIX, folder / "warm")
-        show("warm `nox -s matrix`", f"{warm:6.1f} s   ratio to floor {warm / base:.2f} (target <= 1.3)")
-        probe_costs(pythons[-1], default.subjects[0], show)
-        cached = nox_matrix(MATRIX, folder / "warm", "--", "--cached")
-        show(
-            "warm `nox -s matrix -- --cached` (results reused)", f"{cached:6.1f} s   ratio to floor {cached / base:.2f}"
-        )
-
-        cold_name = f"bench-cold-{os.getpid()}"
-        cold = nox_matrix(variant_of(MATRIX, folder, cold_name, ["5.14.1"]), folder / "cold")
-        show(
-            "cold cell: new environment (warm uv cache), install, probes",
-            f"{cold:6.1f} s   beyond the floor {cold - single:.1f} s (target <= 6)",
-        )
-        for venv in ROOT.glob(f".nox/cell-{cold_name}-*"):
-            shutil.rmtree(venv)
-
-        if not args.quick:
-            (cell,) = cells.cells(spec.load(variant_of(MATRIX, folder, "peer", ["5.14.1"])))
-            requirements = cells.install_args(default, cell)
-            uv = setup_seconds("uv", folder, requirements)
-            pip = setup_seconds("pip", folder, requirements)
-            show("one cell's environment with uv", f"{uv:6.1f} s")
-            show("the same with virtualenv + pip (nox's default backend)", f"{pip:6.1f} s   {pip / uv:.1f}x uv")
-
-            nox_matrix(variant_of(MATRIX, folder, "bench-scale", SCALING), folder / "scale-warmup")
-            for count in (1, 2, 3, 5):
-                seconds = nox_matrix(
-                    variant_of(MATRIX, folder, "bench-scale", SCALING[:count]), folder / f"scale-{count}"
-                )
-                show(f"warm matrix with {count} cell(s)", f"{seconds:6.1f} s   {seconds / count:.1f} s per cell")
-        since_when(folder, module, show)
-    table(rows)
-
-
-def probe_costs(python: Path, subject: spec.Subject, show) -> None:
-    """What the probes of any method cost the default subject in one cell (issue: under 2 s), beside the
-    checkpointing probes, from benchmarks/probe_cost.py run in the cell's environment."""
-    environ = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    command = [str(python), str(ROOT / "benchmarks" / "probe_cost.py"), subject.target, ",".join(subject.methods)]
-    done = subprocess.run(command, env=environ, capture_output=True, text=True, check=True)
-    figures = json.loads(done.stdout.strip().splitlines()[-1])
-    generic = sum(v for k, v in figures.items() if k.startswith(("probes of any method", "parse")))
-    checkpointing = sum(v for k, v in figures.items() if k.startswith("checkpointing"))
-    parts = ", ".join(f"{k} {v:.2f} s" for k, v in figures.items() if not k.startswith("checkpointing"))
-    show("probes of any method, per cell (default subject, both variants)", f"{generic:6.2f} s   ({parts}; target < 2)")
-    show("checkpointing probes, per cell (both variants), for comparison", f"{checkpointing:6.2f} s")
-
-
-def table(rows: list[tuple[str, str]]) -> None:
+        runs = warm_against_floor(MATRIX, folder / "default", "the default matrix", args.repeat, show)
+        wall = nox_matrix(MATRIX, runs[-1])
+        show("the last warm run once more, for its breakdown", f"{wall:6.1f} s")
+        breakdown(MATRIX, runs[-1], wall, show)
+        cold_bytecode(cell_pythons(default, runs[-1])[-1], module, folder, show)
+        sweep = variant_of(MATRIX, folder / "sweep", "char-causal-lm-checkpointing", SWEEP)
+        warm_against_floor(sweep, folder / "sweep", "sweep of every 5.x minor from 5.14", args.repeat, show)
+        if args.more:
+            more(folder, show)
     print("\n| measurement | figure |\n|---|---|")
     for label, value in rows:
-        print(f"| {label} | {value.strip()} |")
+        print(f"| {label.strip()} | {value.strip()} |")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from compat_matrix.envs import (
     STAMP,
     Stamp,
     asked,
+    environment_for,
     install_kind,
     installer_reason,
     read_stamp,
@@ -46,14 +47,14 @@ def test_cell_names_pins_and_files():
     assert cell.pins == ("transformers<5.23,>=5.20",)
     assert "/" not in cell.filename and "<" not in cell.filename
     assert result_path(Path("r"), cell) == Path("r/.cells/demo") / cell.filename
-    assert install_args(matrix, cell) == ["transformers<5.23,>=5.20", "utf8-tokenizer==0.8.5"]
+    assert install_args(matrix, cell) == ["transformers<5.23,>=5.20", "utf8-tokenizer==0.8.5", "accelerate"]
 
 
 def test_local_projects_are_reinstalled(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "my-lib"\n')
     (cell,) = cells(spec(Axis("transformers", ("5.x",)), requirements=(str(tmp_path),)))
     args = install_args(spec(Axis("transformers", ("5.x",)), requirements=(str(tmp_path),)), cell)
-    assert args == ["transformers==5.*", str(tmp_path), "--reinstall-package=my-lib"]
+    assert args == ["transformers==5.*", str(tmp_path), "accelerate", "--reinstall-package=my-lib"]
 
 
 def test_runner_request_carries_subjects_and_packages():
@@ -211,6 +212,7 @@ def test_ranged_values_are_installed_as_the_release_they_resolve_to_and_exclude_
         "transformers==5.18.0",
         "torch==2.13.0",
         "utf8-tokenizer==0.8.5",
+        "accelerate",  # for the Trainer probes, whatever release the pins allow
         "--exclude-newer=2026-10-01T00:00:00Z",
     ]
     assert cell.id == "cell:demo:transformers=5.x:torch=2.13.0"  # the id says what was asked, not what it resolved to
@@ -287,3 +289,26 @@ def test_an_edit_to_your_own_probe_module_or_test_file_makes_a_cached_result_sta
     after_test = inputs_key(load(matrix))
     (tmp_path / "probes.py").write_text("# other probes\n")
     assert len({before, after_test, inputs_key(load(matrix))}) == 3
+
+
+def test_a_cell_runs_in_an_environment_beside_its_own_that_holds_exactly_its_pins(tmp_path):
+    """Cells of other matrices with the same pins and requirements share one environment (no install, its bytecode
+    already written); a cell whose own environment holds them, or that no other holds, runs in its own."""
+    own, other = tmp_path / "cell-a", tmp_path / "cell-b"
+    for home in (own, other):
+        (home / "bin").mkdir(parents=True)
+    write_json_atomic(other / STAMP, Stamp("wanted", frozenset()).to_json())
+    with environment_for(own / "bin" / "python", "wanted") as python:
+        assert python == other / "bin" / "python"
+    with environment_for(own / "bin" / "python", "nobody's") as python:
+        assert python == own / "bin" / "python"
+    write_json_atomic(own / STAMP, Stamp("wanted", frozenset()).to_json())
+    with environment_for(own / "bin" / "python", "wanted") as python:
+        assert python == own / "bin" / "python"
+
+
+def test_accelerate_is_installed_for_the_trainer_probes_unless_the_matrix_names_it():
+    named = spec(Axis("transformers", ("5.x",)), requirements=("accelerate==1.10.0",))
+    assert install_args(named, cells(named)[0]) == ["transformers==5.*", "accelerate==1.10.0"]
+    without = spec(Axis("torch", ("2.13.0",)))
+    assert "accelerate" not in install_args(without, cells(without)[0])  # no transformers axis: not ours to add

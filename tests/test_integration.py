@@ -45,6 +45,9 @@ def test_every_broken_override_is_caught_where_expected_and_the_controls_stay_sa
         (advice,) = [s for s in cell["subjects"] if s["target"].endswith(":DisablesOnlyItsOwnEnable")]
         (trip,) = [o for o in advice["observations"] if (o["probe"], o["name"]) == ("disable_round_trip", "layers_on")]
         assert trip["override"] is trip["base"] is False and trip["base_without"]["gradient_checkpointing_enable"]
+    (attribute,) = [o for o in report["overrides"] if o["target"].endswith(":TiesNothingByKeys")]
+    by_release = {label.split()[1][:2]: kind for label, kind in attribute["by_release"].items()}
+    assert by_release == {"4.": "harmful", "5.": "behaves differently"}, attribute  # saving refuses; untied
     (advice,) = [s for s in report["subjects"] if s["target"].endswith(":DisablesOnlyItsOwnEnable")]
     assert not any(line.startswith("gradient_checkpointing_enable: redundant") for line in advice["conclusions"])
     review = re.search(r"Review ([^:]*):", advice["recommendation"])  # Review a, b: deleting it changes …

@@ -234,3 +234,32 @@ def test_a_child_that_fails_stops_the_ones_after_it_and_the_ones_before_it_run_o
     assert answers[0].answer == 1 and not late.exists()  # the third never started: the second failed first
     first, second = forked_each([(aborts_soon, owns[0], ""), (sleeps, owns[1], "")], tmp_path / "progress", 120)
     assert (first.status, second.status) == ("crashed", "stopped")  # the sleeper was killed, not waited for
+
+
+class Tiny:
+    def forward(self):
+        return "as shipped"
+
+
+class Shrinkable(Tiny):
+    def forward(self):
+        return "override"
+
+
+def test_a_subject_the_default_factory_cannot_build_is_labelled_unless_only_the_override_breaks_it(tmp_path):
+    from compat_matrix import tiny
+    from compat_matrix.runner import unbuildable
+
+    def never(cls):
+        raise tiny.CouldNotBuild(cls, "ValueError: no tiny size fits")
+
+    def only_as_shipped(cls):
+        if "forward" in vars(cls):  # the override is what breaks construction: a finding, not a missing factory
+            raise tiny.CouldNotBuild(cls, "TypeError: from the override")
+        return cls()
+
+    progress = tmp_path / "progress"
+    why = unbuildable(Shrinkable, never, ("forward",), 30, progress)
+    assert why == "could not build Shrinkable: ValueError: no tiny size fits; write a factory (see README)"
+    assert unbuildable(Shrinkable, only_as_shipped, ("forward",), 30, progress) is None
+    assert unbuildable(Shrinkable, lambda cls: cls(), ("forward",), 30, progress) is None

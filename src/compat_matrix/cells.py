@@ -91,7 +91,20 @@ def install_args(spec: MatrixSpec, cell: Cell, pins: Mapping[str, str] | None = 
     pytest = ["pytest"] if any(s.tests for s in spec.subjects) else []  # only to run the subjects' own tests
     pinned = [f"{a}=={pins[a]}" if a in pins else axis_requirement(a, v) for a, v in cell.axes if a != PYTHON]
     newer = [f"--exclude-newer={spec.exclude_newer}"] if spec.exclude_newer else []
-    return [*pinned, *spec.requirements, *pytest, *newer, *(f"--reinstall-package={name}" for name in local)]
+    extra = [*pytest, *probes_need(spec, cell)]
+    return [*pinned, *spec.requirements, *extra, *newer, *(f"--reinstall-package={name}" for name in local)]
+
+
+PROBES_NEED = ("accelerate",)  # what transformers' Trainer needs, which the Trainer probes run in every cell
+
+
+def probes_need(spec: MatrixSpec, cell: Cell) -> list[str]:
+    """What the probes need besides the cell's pins and the matrix's requirements, unpinned (whatever release the
+    pins allow), unless the matrix names it already."""
+    if "transformers" not in cell.requested:
+        return []
+    named = {*spec.packages, *cell.requested}
+    return [package for package in PROBES_NEED if package not in named]
 
 
 def local_requirements(spec: MatrixSpec) -> list[Path]:

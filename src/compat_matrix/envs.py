@@ -30,6 +30,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from compat_matrix.cells import CELLS_DIR, Cell, install_args, local_requirements, result_path, runner_request
+from compat_matrix.probes.generic import KEPT
 from compat_matrix.progress import INSTALLING, PROBING, STARTED, state_path, write_state
 from compat_matrix.results import (
     CRASHED,
@@ -47,6 +48,7 @@ NO_INTERPRETER = Status.NO_INTERPRETER
 REASON_LIMIT = 400
 LOCK = ".lock"
 STAMP = ".compat-matrix-installed"  # in the environment: the fingerprint of what was installed, and what was asked
+ENV_LOCK = ".compat-matrix-lock"  # in the environment: held while a cell installs into it or runs in it
 KEEP, IN_PLACE, FRESH = "keep", "in place", "fresh"  # how an environment is brought to what a cell asks for
 _SKIP = {".git", ".nox", "__pycache__", "build", "dist", ".venv", ".pytest_cache", ".ruff_cache", ".hypothesis"}
 # The in-environment modules need only the standard library, so the cell imports them from here, uninstalled.
@@ -112,9 +114,10 @@ def run_cell(
         started = time.time()
         write_state(out, STARTED, started)
         try:
-            result = _install(spec, cell, python, (environment, args), deadline, log, out, started)
-            installed = time.monotonic()
-            result = result or _probe(spec, cell, python, out, deadline, started)
+            with environment_for(python, environment) as python:
+                result = _install(spec, cell, python, (environment, args), deadline, log, out, started)
+                installed = time.monotonic()
+                result = result or _probe(spec, cell, python, out, deadline, started)
             checked = ("environment check and install", round(installed - start, 3))
             result = replace(result, phases=(checked, *result.phases))
         finally:
@@ -262,12 +265,46 @@ def find_environment(
     envdir: Path, spec: MatrixSpec, cell: Cell, reports: Path, pins: Mapping[str, str] | None = None
 ) -> Path | None:
     """The interpreter of an environment in `envdir` installed with exactly the cell's pins, if there is one."""
-    key = environment_key(spec, cell, reports, pins)
-    for path in sorted(Path(envdir).glob(f"*/{STAMP}")):
+    return environment_with(Path(envdir), environment_key(spec, cell, reports, pins))
+
+
+def environment_with(envdir: Path, key: str) -> Path | None:
+    """The interpreter of an environment in `envdir` whose stamp says it holds exactly `key`, if there is one."""
+    for path in sorted(envdir.glob(f"*/{STAMP}")):
         stamp = read_stamp(path.parent)
         if stamp is not None and stamp.key == key:
             return path.parent / "bin" / "python"
     return None
+
+
+@contextlib.contextmanager
+def environment_for(python: Path, key: str) -> Iterator[Path]:
+    """The interpreter a cell runs in, held for it: its own environment's, unless that does not hold `key` and
+    another environment beside it does. Then that one is shared (cells of other matrices with the same pins and
+    requirements, an integration test's and the default matrix's): no install, and its bytecode is already written.
+    An environment that may be installed into is held exclusively; one that is only run, shared."""
+    own = python.parent.parent
+    stamp = read_stamp(own)
+    ready = stamp is not None and stamp.key == key
+    other = None if ready else environment_with(own.parent, key)
+    if other is not None:
+        with _held(other.parent.parent, exclusive=False):
+            found = read_stamp(other.parent.parent)
+            if found is not None and found.key == key:  # still what it was when chosen
+                yield other
+                return
+    with _held(own, exclusive=not ready):
+        yield python
+
+
+@contextlib.contextmanager
+def _held(environment: Path, exclusive: bool) -> Iterator[None]:
+    with open(environment / ENV_LOCK, "a", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def uv_binary() -> str:
@@ -305,8 +342,10 @@ def _install(
     if how == KEEP:
         return None  # a warm environment with exactly these pins: nothing to install
     (home / STAMP).unlink(missing_ok=True)
-    # Installed files may keep the size and mtime of those they replace; their bytecode must not outlive them.
+    # Installed files may keep the size and mtime of those they replace; their bytecode must not outlive them, nor
+    # what the probes kept about the release (the call sites they parsed).
     shutil.rmtree(home / BYTECODE, ignore_errors=True)
+    shutil.rmtree(home / KEPT, ignore_errors=True)
     write_state(out, INSTALLING, started)
     commands = [[uv_binary(), "pip", "install", "--python", str(python), *args]]
     if how == FRESH:

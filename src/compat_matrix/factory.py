@@ -7,6 +7,7 @@ instance; the matrix file may name its own (`factory = "module:callable"`).
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -78,19 +79,28 @@ def tiny_trainer(cls: type) -> Any:
 
 def default_factory(cls: type) -> Any:
     """A `Trainer` subclass: with a tiny causal LM and dataset (`tiny_trainer`). A class whose config is a
-    LlamaConfig (LlamaForCausalLM and its subclasses): built from a tiny one. Any other class is built like
-    CharacterCausalLMWrapper: its own config class plus `model=` a tiny causal LM."""
+    LlamaConfig (LlamaForCausalLM and its subclasses): built from a tiny one. A class built like
+    CharacterCausalLMWrapper (it takes `model=`), or no PreTrainedModel: its own config class plus `model=` a tiny
+    causal LM (of the kind its config names, else a LlamaForCausalLM). Any other PreTrainedModel subclass: its own
+    config class with every size shrunk (compat_matrix.tiny). Raises tiny.CouldNotBuild."""
     import torch
-    from transformers import LlamaConfig, Trainer
+    from transformers import LlamaConfig, PreTrainedModel, Trainer
+
+    from compat_matrix import tiny
 
     if issubclass(cls, Trainer):
         return tiny_trainer(cls)
     if issubclass(getattr(cls, "config_class", object), LlamaConfig):
         return tiny_causal_lm(cls)
-    config = cls.config_class()
-    model = tiny_causal_lm()
-    torch.manual_seed(SEED)  # the wrapper's own layers start from the same weights in both variants
-    return cls(config, model=model)
+    if issubclass(cls, PreTrainedModel) and "model" not in inspect.signature(cls).parameters:
+        return tiny.build(cls)
+    try:
+        config = cls.config_class()
+        model = tiny.wrapped_model(config) or tiny_causal_lm()
+        torch.manual_seed(SEED)  # the wrapper's own layers start from the same weights in both variants
+        return cls(config, model=model)
+    except Exception as exc:
+        raise tiny.CouldNotBuild(cls, tiny.describe(exc)) from exc
 
 
 def load_callable(ref: str) -> Callable[..., Any]:

@@ -33,13 +33,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from compat_matrix import tracing, usertests, variants
+from compat_matrix import tiny, tracing, usertests, variants
 from compat_matrix.factory import Factory, default_factory, load_callable, resolve_factory
 from compat_matrix.forks import STOPPED, WATCHDOG_GRACE, Forked, die_with_parent, forked, forked_each
 from compat_matrix.observe import BUILDS_ON, DEFAULT_TIMEOUT, ProbeTimeout, call_probe
 from compat_matrix.probes import (
     ANY,
     ERROR,
+    MODEL,
     PREWARM,
     REACHED,
     Build,
@@ -176,6 +177,9 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
         variants.check(cls, methods)
     except variants.VariantError as exc:
         return replace(failed, status="bad-subject", reason=str(exc))
+    why = unbuildable(cls, factory, methods, timeout, progress) if failed.kind == MODEL else None
+    if why is not None:
+        return replace(failed, status=COULD_NOT_BUILD, reason=why)
     gc.freeze()  # the subject's imports too, before its variants are forked
     prepare(methods)
     gc.freeze()
@@ -219,6 +223,32 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
         return done
     tests, ran = usertests.run_user_tests(cls, methods, list(ask.tests), ask.rootdir, timeout, progress, ask.mutants)
     return replace(done, tests=tests, mutants=ran)
+
+
+COULD_NOT_BUILD = "could-not-build"  # the default factory cannot make the subject tiny: it needs a factory
+
+
+def unbuildable(cls: type, factory: Factory, methods: tuple[str, ...], timeout: float, progress: Path) -> str | None:
+    """Why the default factory cannot build the subject (`could not build …; write a factory`), or None: as
+    shipped, and with every audited name deleted too, since an override that breaks construction is a finding of
+    the probes, not a missing factory. Each build in a forked child, so that nothing it caches reaches a variant."""
+
+    def attempt(variant: str) -> str | None:
+        def build() -> str | None:
+            variants.apply(cls, variant, methods)
+            try:
+                factory(cls)
+            except tiny.CouldNotBuild as exc:
+                return str(exc)
+            except Exception:
+                return None  # an error of another kind: the probes observe it
+            return None
+
+        run = forked(build, progress, timeout + WATCHDOG_GRACE, f"building the {variant} variant")
+        return run.answer if run.status == OK else None
+
+    why = attempt(variants.OVERRIDE)
+    return why if why is not None and attempt(variants.BASE) is not None else None
 
 
 def _failure(run: Forked) -> tuple[str, str] | None:

@@ -71,7 +71,7 @@ def called_on(frame: types.FrameType, owner: type | None) -> bool:
     return isinstance(first, owner) or (isinstance(first, type) and issubclass(first, owner))
 
 
-class _Read:
+class Read:
     """A class attribute, watched: reading it through the class or an instance calls `on_read(owner)` and gives
     the value as before. Only while a probe runs, in a variant's own child."""
 
@@ -95,7 +95,7 @@ def reads(cls: type, names: tuple[str, ...], callback: Callable[[str, type], Non
             kept[name] = (klass, vars(klass)[name])
     try:
         for name, (klass, value) in kept.items():
-            setattr(klass, name, _Read(value, lambda owner, name=name: callback(name, owner)))
+            setattr(klass, name, Read(value, lambda owner, name=name: callback(name, owner)))
         yield
     finally:
         for name, (klass, value) in kept.items():
