@@ -333,15 +333,10 @@ def _matrices(specs: Sequence[MatrixSpec], request: Request, lookups: Lookups, p
     return matrices
 
 
-def spelled(kind: ConclusionKind) -> str:
-    """A conclusion as an option spells it: `could-not-run`."""
-    return str(kind).replace(" ", "-")
-
-
 def fail_on_kinds(typed: Sequence[str], problems: list[str]) -> tuple[ConclusionKind, ...]:
     """The conclusions `--fail-on` names (comma-separated, repeatable, `could-not-run` or `could not run`), in the
     vocabulary's order; a word that is none goes to `problems`, with the closest one."""
-    known = {spelled(kind): kind for kind in ConclusionKind}
+    known = {kind.option: kind for kind in ConclusionKind}
     found: set[ConclusionKind] = set()
     for text in typed:
         for word in (w.strip() for w in text.split(",")):

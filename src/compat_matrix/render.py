@@ -180,7 +180,7 @@ def markdown(report: Report) -> str:
     if report.unmet:
         out += ["**Unmet expectations**", "", *(f"- {escape(line)}" for line in report.unmet), ""]
     if report.failed_on:
-        kinds = ",".join(k.replace(" ", "-") for k in report.fail_on)
+        kinds = ",".join(kind.option for kind in report.fail_on)
         out += [f"**Fails the run** (`--fail-on {kinds}`): " + "; ".join(escape(x) for x in report.failed_on), ""]
     out += first_screen(report)
     if report.changes is not None:

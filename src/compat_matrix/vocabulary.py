@@ -49,6 +49,11 @@ class ConclusionKind(StrEnum):
         member.symbol = symbol
         return member
 
+    @property
+    def option(self) -> str:
+        """As an option spells it (`--fail-on could-not-run`)."""
+        return self.value.replace(" ", "-")
+
     HARMFUL = "harmful", "✗"  # something errors with the override and runs without it
     NEEDED = "needed", "+"  # something runs with the override and errors without it
     DIFFERENTLY = "behaves differently", "≠"  # values differ, or errors on both sides

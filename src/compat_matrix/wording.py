@@ -478,14 +478,18 @@ CAUTIONS = 3  # harmful overrides a caution line names; the grid shows the rest
 ERROR_SHOWN = 200  # characters of an error in the caution line
 
 
+def _class(target: str) -> str:
+    return target.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+
+
 def name_of_subject(target: str, style: Style = MARKDOWN) -> str:
     """`CharacterCausalLMWrapper`, the class of a `module:Class` target."""
-    return style.code(target.rsplit(":", 1)[-1].rsplit(".", 1)[-1])
+    return style.code(_class(target))
 
 
 def name_of(override: Override, several: bool, style: Style = MARKDOWN) -> str:
     """`name`, or with several subjects `Class.name` (a subject with nothing audited: its class)."""
-    owner = override.target.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+    owner = _class(override.target)
     if not override.name:
         return style.code(owner)
     return style.code(f"{owner}.{override.name}" if several else override.name)
@@ -501,15 +505,15 @@ def title(name: str, overrides: Sequence[Override], style: Style = MARKDOWN) -> 
     if len(audited) == 1:
         (only,) = audited
         return f"{name}: {str(only.advice.kind).lower()} {style.code(only.name)}"
+    every = "both" if len(audited) == 2 else f"all {len(audited)}"
     counts = {kind: sum(o.advice.kind == kind for o in audited) for kind in VERBS}
     parts = [f"{VERBS[kind]} {count}" for kind, count in counts.items() if count]
     if not parts:
-        return f"{name}: keep {'both' if len(audited) == 2 else f'all {len(audited)}'} overrides"
-    if len(parts) == 1 and max(counts.values()) == len(audited):
-        every = "both" if len(audited) == 2 else f"all {len(audited)}"
-        return f"{name}: {VERBS[max(counts, key=counts.__getitem__)]} {every} overrides"
-    listed = ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
-    return f"{name}: {listed} of {len(audited)} overrides"
+        return f"{name}: keep {every} overrides"
+    alone = [kind for kind, count in counts.items() if count == len(audited)]
+    if alone:
+        return f"{name}: {VERBS[alone[0]]} {every} overrides"
+    return f"{name}: {_listed(parts)} of {len(audited)} overrides"
 
 
 def _failing(override: Override, kind: ConclusionKind) -> tuple[list[str], list[str], str | None]:
@@ -590,7 +594,8 @@ def reason(override: Override, order: Sequence[str], style: Style = MARKDOWN) ->
         raised = (
             f"{'raises' if len(titles) == 1 else 'raise'} {style.text(error.split(':', 1)[0])}" if error else "fail"
         )
-        return f"without it, {what} {raised}"
+        harmful = f"; harmful on {on(HARMFUL)}" if advice.on(HARMFUL) else ""
+        return f"without it, {what} {raised}{harmful}"
     if advice.kind == AdviceKind.PORT:
         first = advice.on(ORPHANED)[-1]
         why = dict(override.by_release)[first].why
