@@ -21,6 +21,7 @@ vocabulary.ConclusionKind and its rule here; a new advice one member of vocabula
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -29,7 +30,7 @@ from typing import Any, NamedTuple
 from compat_matrix import evidence
 from compat_matrix.collect import SubjectRow
 from compat_matrix.probes import registry
-from compat_matrix.results import Observation, SubjectResult, failure_in
+from compat_matrix.results import METHOD, Observation, SubjectResult, failure_in
 from compat_matrix.shipped import ShippedChange, shipped_changes
 from compat_matrix.verdict import Judged, Verdict
 from compat_matrix.vocabulary import AdviceKind, ConclusionKind, ObservationName, VerdictKind
@@ -251,6 +252,32 @@ def advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
 
 
 @dataclass(frozen=True)
+class Failure:
+    """One error behind a harmful or needed conclusion: on which release, on which side (`override`: the class with
+    the override, `base`: with it deleted), and the observations (`probe.name`) that show it."""
+
+    release: str
+    variant: str
+    type: str
+    message: str
+    observations: tuple[str, ...]
+
+    @property
+    def error(self) -> str:
+        """`Type: message`, as the observations spell it."""
+        return f"{self.type}: {self.message}" if self.message else self.type
+
+
+@dataclass(frozen=True)
+class Deprecated:
+    """An audited name that the base implementation warns is deprecated: from which tested release, and what to use
+    instead (None: the warning does not say)."""
+
+    since: str
+    replacement: str | None
+
+
+@dataclass(frozen=True)
 class Override:
     """One audited override of one subject across the tested releases: a conclusion per release, by the evidence
     about it alone, and the advice."""
@@ -259,6 +286,47 @@ class Override:
     name: str
     by_release: tuple[OnRelease, ...]  # newest first
     advice: Advice
+    kind: str = METHOD  # what the name is: METHOD or ATTRIBUTE (compat_matrix.results)
+    deprecated: Deprecated | None = None
+
+    @property
+    def oldest_first(self) -> tuple[OnRelease, ...]:
+        return tuple(reversed(self.by_release))
+
+    @property
+    def changes(self) -> tuple[str | None, str | None]:
+        """(first_changed, last_same) over the releases that ran, oldest first: the first release whose conclusion
+        is not the oldest's, and the release before it (where none changes: None, and the newest). Releases where
+        it could not run are left out; (None, None) where none ran."""
+        ran = [r for r in self.oldest_first if r.conclusion.kind != COULD_NOT_RUN]
+        if not ran:
+            return None, None
+        reference = ran[0].conclusion.kind
+        for before, now in itertools.pairwise(ran):
+            if now.conclusion.kind != reference:
+                return now.label, before.label
+        return None, ran[-1].label
+
+    @property
+    def harmful(self) -> bool:
+        return any(r.conclusion.kind == HARMFUL for r in self.by_release)
+
+    def failures(self) -> tuple[Failure, ...]:
+        """The errors behind its harmful and needed conclusions, oldest release first; contrasts that raise the same
+        error on a release are one failure, naming each observation."""
+        found = []
+        for label, conclusion in self.oldest_first:
+            if conclusion.kind not in (HARMFUL, NEEDED):
+                continue
+            seen: dict[str, list[str]] = {}
+            for c in conclusion.contrasts:
+                if c.kind == conclusion.kind and c.error:
+                    seen.setdefault(c.error, []).append(f"{c.observation.probe}.{c.observation.name}")
+            variant = "override" if conclusion.kind == HARMFUL else "base"
+            for error, observations in seen.items():
+                kind, _, message = error.partition(":")
+                found.append(Failure(label, variant, kind.strip(), message.strip(), tuple(observations)))
+        return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -281,9 +349,20 @@ def of_subject(target: str, methods: tuple[str, ...], rows: Sequence[Concluded])
     """`rows`: the subject's concluded rows, newest first; `methods`: the matrix file's, for a subject never run."""
     ran = next((r.row.result.methods for r in rows if r.row.result is not None and r.row.result.methods), None)
     methods = ran or methods
+    kinds = {o.name: o.kind for r in rows if r.row.result is not None for o in r.row.result.overrides}
     overrides = []
     for method in methods:
         by_release = tuple(OnRelease(r.label, r.of(method)) for r in rows)
-        overrides.append(Override(target, method, by_release, advise(by_release)))
+        kind, deprecated = kinds.get(method, METHOD), deprecated_since(rows, method)
+        overrides.append(Override(target, method, by_release, advise(by_release), kind, deprecated))
     changes = shipped_changes([(r.label, r.row.result if r.verdict.ran else None) for r in reversed(rows)])
     return SubjectConclusions(target, methods, tuple(rows), tuple(overrides), changes)
+
+
+def deprecated_since(rows: Sequence[Concluded], method: str) -> Deprecated | None:
+    """The first tested release (`rows` newest first) whose base implementation warns that `method` is deprecated."""
+    for row in reversed(rows):
+        found = next((d for d in row.deprecations if d.method == method), None)
+        if found is not None:
+            return Deprecated(row.label, found.replacement)
+    return None
