@@ -126,7 +126,7 @@ def test_the_recommendation_follows_the_conclusions_on_every_version():
     assert said.deprecations == ("`switch_on` deprecated in transformers 5.2.0 in favour of `turn_on`",)
     assert said.lines[0].startswith("`switch_on`: **harmful** on transformers 5.2.0: with the override, Trainer step")
     assert "`switch_off`: **needed** on transformers 5.1.0" in said.lines[2]
-    same = result(Observation("trainer_step", "x", 1, 1), seen(A))
+    same = result(Observation("trainer_step", "x", 1, 1), seen(A, B), methods=(A, B))
     both = of_subject("m:C", (A, B), rows(("v 2", result(harmful, methods=(A, B))), ("v 1", same)))
     # `switch_off` only ran in the Trainer step, which raised with and without it on 2: not established there; the
     # glance says per override what the grid says, harmful first
@@ -196,3 +196,15 @@ def test_an_override_that_errors_somewhere_and_changes_values_elsewhere_is_not_s
     assert conclude(result(breaks, signature), decide(result(breaks, signature)), TITLES).kind == HARMFUL
     besides = Observation("generate", "tokens", 3, 1)
     assert conclude(result(breaks, besides), decide(result(breaks, besides)), TITLES).kind == HARMFUL
+
+
+def test_a_name_one_release_discovers_and_another_does_not_is_orphaned_there():
+    """With `methods` left out each release audits what overrides something there: `switch_off` overrides a hook
+    on 1 that release 2 no longer defines, so on 2 it is orphaned, and the advice says to port what it did."""
+    needed = Observation("trainer_step", "error", None, "E: y", without=((A, None), (B, "E: y")))
+    older = result(needed, seen(A, B), methods=(A, B))
+    newer = result(Observation("trainer_step", "x", 1, 1), seen(A), methods=(A,))
+    answer = of_subject("m:C", (), rows(("v 2", newer), ("v 1", older)))
+    on, off = answer.overrides
+    assert [r.conclusion.kind for r in off.by_release] == [ConclusionKind.ORPHANED, NEEDED]
+    assert off.advice.kind == AdviceKind.PORT

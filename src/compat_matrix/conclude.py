@@ -347,16 +347,25 @@ class SubjectConclusions:
 
 def of_subject(target: str, methods: tuple[str, ...], rows: Sequence[Concluded]) -> SubjectConclusions:
     """`rows`: the subject's concluded rows, newest first; `methods`: the matrix file's, for a subject never run."""
-    ran = next((r.row.result.methods for r in rows if r.row.result is not None and r.row.result.methods), None)
-    methods = ran or methods
+    ran = tuple(dict.fromkeys(m for r in reversed(rows) if r.row.result is not None for m in r.row.result.methods))
+    methods = ran or methods  # with `methods` left out, each release audits what overrides something there
     kinds = {o.name: o.kind for r in rows if r.row.result is not None for o in r.row.result.overrides}
     overrides = []
     for method in methods:
-        by_release = tuple(OnRelease(r.label, r.of(method)) for r in rows)
+        by_release = tuple(OnRelease(r.label, _on(r, method)) for r in rows)
         kind, deprecated = kinds.get(method, METHOD), deprecated_since(rows, method)
         overrides.append(Override(target, method, by_release, advise(by_release), kind, deprecated))
     changes = shipped_changes([(r.label, r.row.result if r.verdict.ran else None) for r in reversed(rows)])
     return SubjectConclusions(target, methods, tuple(rows), tuple(overrides), changes)
+
+
+def _on(row: Concluded, method: str) -> Conclusion:
+    """What deleting `method` does on one release; a name another release audits that this one did not discover
+    (the subject defines it, but no class of transformers does here) is orphaned here."""
+    audited = row.row.result is not None and method in row.row.result.methods
+    if row.verdict.ran and not audited:
+        return Conclusion(ORPHANED, why=f"no class of transformers defines {method}")
+    return row.of(method)
 
 
 def deprecated_since(rows: Sequence[Concluded], method: str) -> Deprecated | None:

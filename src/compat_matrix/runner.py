@@ -110,9 +110,13 @@ def discover_overrides(cls: type, package: str = BUILDS_ON) -> list[tuple[str, s
         if name.startswith("__"):
             continue
         origin = next((k for k in cls.__mro__[1:] if name in vars(k) and k.__module__.split(".")[0] == package), None)
-        if origin is not None:
-            kind = METHOD if isinstance(value, METHOD_TYPES) else ATTRIBUTE
-            found.append((name, f"{origin.__module__}.{origin.__qualname__}", kind))
+        if origin is None:
+            continue
+        kind = METHOD if isinstance(value, METHOD_TYPES) else ATTRIBUTE
+        inherited = vars(variants.defining_class(cls, name, after=cls))[name]
+        if kind == ATTRIBUTE and value is inherited:
+            continue  # the inherited value itself, as transformers' __init_subclass__ writes `config_class`
+        found.append((name, f"{origin.__module__}.{origin.__qualname__}", kind))
     return found
 
 
