@@ -205,6 +205,6 @@ def test_a_name_one_release_discovers_and_another_does_not_is_orphaned_there():
     older = result(needed, seen(A, B), methods=(A, B))
     newer = result(Observation("trainer_step", "x", 1, 1), seen(A), methods=(A,))
     answer = of_subject("m:C", (), rows(("v 2", newer), ("v 1", older)))
-    on, off = answer.overrides
+    _, off = answer.overrides
     assert [r.conclusion.kind for r in off.by_release] == [ConclusionKind.ORPHANED, NEEDED]
     assert off.advice.kind == AdviceKind.PORT

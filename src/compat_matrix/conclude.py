@@ -140,6 +140,10 @@ def conclude_method(subject: SubjectResult | None, verdict: Verdict, method: str
         found = from_contrasts([contrast(o, _title(o, titles)) for o in judged.differing])
         return replace(found, context=judged.context)
     if judged.verdict == evidence.SAME:
+        jointly = evidence.together(subject) if method in evidence.redundant(subject) else ()
+        if jointly:  # each alone changes nothing, but deleting them all at once does
+            found = from_contrasts([contrast(o, _title(o, titles)) for o in jointly])
+            return replace(found, kind=DIFFERENTLY, context=evidence.TOGETHER)
         return Conclusion(REDUNDANT, context=judged.context)
     if judged.verdict == evidence.ORPHANED:
         return Conclusion(ORPHANED, why=judged.reason)

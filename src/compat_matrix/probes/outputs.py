@@ -22,6 +22,7 @@ from compat_matrix.results import failure
 DIGITS = 4  # significant digits of a float in a summary: the tolerance of value comparisons
 _INDEX = re.compile(r"\.\d+(?=\.)")
 ACROSS_RELEASES = "across_releases"  # an observation that the report compares across cells, not variants
+CALLS = ("forward", "__call__")  # called with inputs by the probes that run the model, not with nothing
 GENERATION = ("generate", "prepare_inputs_for_generation", "can_generate", "_reorder_cache")
 
 
@@ -224,7 +225,7 @@ def no_arguments(build: Build) -> Values:
     values: Values = {}
     for name in build.methods:
         base = base_function(build.cls, name)
-        if base is None or isinstance(inspect.getattr_static(build.cls, name, None), staticmethod):
+        if base is None or name in CALLS or isinstance(inspect.getattr_static(build.cls, name, None), staticmethod):
             continue
         required = [
             p
