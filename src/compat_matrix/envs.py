@@ -16,6 +16,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -28,8 +29,19 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
-from compat_matrix.cells import CELLS_DIR, Cell, install_args, local_requirements, result_path, runner_request
+from compat_matrix.cells import (
+    CELLS_DIR,
+    LOCK,
+    OVERRIDE,
+    Cell,
+    ignore_housekeeping,
+    install_args,
+    local_requirements,
+    result_path,
+    runner_request,
+)
 from compat_matrix.progress import INSTALLING, PROBING, STARTED, state_path, write_state
 from compat_matrix.results import (
     CRASHED,
@@ -38,6 +50,7 @@ from compat_matrix.results import (
     ResultFileError,
     read_cell_result,
     write_json_atomic,
+    write_text_atomic,
 )
 from compat_matrix.spec import MatrixSpec, is_local
 from compat_matrix.vocabulary import Status
@@ -45,7 +58,6 @@ from compat_matrix.vocabulary import Status
 INSTALL_FAILED = Status.INSTALL_FAILED
 NO_INTERPRETER = Status.NO_INTERPRETER
 REASON_LIMIT = 400
-LOCK = ".lock"
 STAMP = ".compat-matrix-installed"  # in the environment: the fingerprint of what was installed, and what was asked
 ENV_LOCK = ".compat-matrix-lock"  # in the environment: held while a cell installs into it or runs in it
 KEEP, IN_PLACE, FRESH = "keep", "in place", "fresh"  # how an environment is brought to what a cell asks for
@@ -73,11 +85,36 @@ def uv_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def installer_reason(output: str) -> str:
-    """The installer's complaint in one line: its message lines, decorations stripped, joined and cut."""
+    """The installer's complaint in one line: its message lines, decorations stripped, joined and cut. Where uv
+    says that two requirements conflict, the package and both constraints first."""
     lines = [line.strip().strip(_DECORATION).strip() for line in output.splitlines()]
     useful = [line for line in lines if line and not line.startswith(("Using ", "Resolved ", "Prepared "))]
     text = " ".join(useful) or "installer failed without a message"
+    text = conflict(text) or text
     return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 1] + "…"
+
+
+# uv: "Because gliner>=0.2.29 depends on transformers>=4.51.3,<5.17.0 and you require transformers==5.24.0, …"
+_CONFLICT = re.compile(
+    r"Because (?P<who>[^\s,]+) depends on (?P<needs>[^\s,]+(?:,[<>=!~][^\s,]+)*)"
+    r" and (?P<other>you require|[^\s,]+ depends on) (?P<wants>[^\s,]+(?:,[<>=!~][^\s,]+)*)"
+)
+
+
+def conflict(text: str) -> str | None:
+    """`pins conflict: <who> requires <a>, <the cell or another package> requires <b>` from uv's explanation of a
+    resolution that failed, naming how to lift a library's cap on an axis package; None when it says no such thing."""
+    found = _CONFLICT.search(text)
+    if found is None:
+        return None
+    other = found["other"]
+    wants = "the cell pins" if other == "you require" else f"{other.removesuffix(' depends on')} requires"
+    hint = ""
+    with contextlib.suppress(InvalidRequirement):
+        package = canonicalize_name(Requirement(found["needs"]).name)
+        if other == "you require":
+            hint = f' (to test it anyway, lift the cap: overrides = ["{package}"] in [matrix])'
+    return f"pins conflict: {found['who']} requires {found['needs']}, {wants} {found['wants']}{hint}"
 
 
 def failed_result(spec: MatrixSpec, cell: Cell, status: str, reason: str) -> CellResult:
@@ -195,6 +232,11 @@ def asked(args: Iterable[str]) -> frozenset[str]:
     out = set()
     for arg in args:
         if arg.startswith("--reinstall-package="):
+            continue
+        if arg.startswith(OVERRIDE):  # what is overridden stays asked for whatever release it is pinned to
+            with contextlib.suppress(InvalidRequirement):
+                arg = OVERRIDE + canonicalize_name(Requirement(arg.removeprefix(OVERRIDE)).name)
+            out.add(arg)
             continue
         try:
             out.add(arg if arg.startswith("-") or is_local(arg) else canonicalize_name(Requirement(arg).name))
@@ -344,7 +386,7 @@ def _install(
     # Installed files may keep the size and mtime of those they replace; their bytecode must not outlive them.
     shutil.rmtree(home / BYTECODE, ignore_errors=True)
     write_state(out, INSTALLING, started)
-    commands = [[uv_binary(), "pip", "install", "--python", str(python), *args]]
+    commands = [[uv_binary(), "pip", "install", "--python", str(python), *uv_args(args, home)]]
     if how == FRESH:
         commands.insert(0, [uv_binary(), "venv", "--clear", "--quiet", "--python", str(python), str(home)])
     for command in commands:
@@ -362,7 +404,57 @@ def _install(
         if done.returncode != 0:
             log(done.stderr.strip())
             return failed_result(spec, cell, INSTALL_FAILED, installer_reason(done.stderr + done.stdout))
+    why = mismatched_builds(installed(python))
+    if why:
+        return failed_result(spec, cell, INSTALL_FAILED, why)
     write_json_atomic(home / STAMP, Stamp(environment, asked(args)).to_json())
+    return None
+
+
+OVERRIDES = "compat-matrix-overrides.txt"  # in the environment: the overrides uv gets (`--override`)
+
+
+def uv_args(args: list[str], home: Path) -> list[str]:
+    """The install arguments as uv takes them: the overrides (cells.OVERRIDE + a requirement) in a file of the
+    environment, given with `--override`."""
+    overrides = [arg.removeprefix(OVERRIDE) for arg in args if arg.startswith(OVERRIDE)]
+    rest = [arg for arg in args if not arg.startswith(OVERRIDE)]
+    if not overrides:
+        return rest
+    write_text_atomic(home / OVERRIDES, "\n".join(overrides) + "\n")
+    return [*rest, "--override", str(home / OVERRIDES)]
+
+
+BUILT_AGAINST_TORCH = ("torchvision", "torchaudio", "torchtext")  # each build loads only beside its own torch build
+
+
+def installed(python: Path) -> dict[str, str]:
+    """The distributions in the environment of `python`, by canonical name, with their versions (uv's list)."""
+    done = subprocess.run(
+        [uv_binary(), "pip", "list", "--python", str(python), "--format", "json"], capture_output=True, text=True
+    )
+    try:
+        return {canonicalize_name(p["name"]): p["version"] for p in json.loads(done.stdout)}
+    except (ValueError, KeyError, TypeError):
+        return {}
+
+
+def mismatched_builds(versions: Mapping[str, str]) -> str | None:
+    """Why packages built against torch cannot load beside the installed torch (a CUDA torchvision from the package
+    index beside a CPU torch from local wheels: `torchvision::nms does not exist`), or None. Their builds must come
+    from the same source as torch: its local label (`+cpu`) says which."""
+    torch = versions.get("torch")
+    if torch is None:
+        return None
+    label = Version(torch).local
+    for name in BUILT_AGAINST_TORCH:
+        if name in versions and Version(versions[name]).local != label:
+            build = f"a {label} build" if label else "a build of the package index"
+            return (
+                f"{name} {versions[name]} cannot load beside torch {torch}: it is not {build}; install both from "
+                f"one source (a {name} wheel beside the torch wheel in the find-links folder, or uv's torch "
+                "backend: UV_TORCH_BACKEND=cpu)"
+            )
     return None
 
 
@@ -453,6 +545,7 @@ def write_unavailable(spec: MatrixSpec, cell: Cell, reports: Path) -> CellResult
 def run_lock(reports: Path, log=print) -> Iterator[None]:
     """One matrix run at a time per reports folder: a second run waits, saying for whom, instead of mixing files."""
     reports.mkdir(parents=True, exist_ok=True)
+    ignore_housekeeping(reports)
     path = reports / LOCK
     with open(path, "a+", encoding="utf-8") as handle:
         try:

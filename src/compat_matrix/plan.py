@@ -35,7 +35,17 @@ from compat_matrix.baseline import BaselineError, load_report
 from compat_matrix.cells import Cell, cells, reports_folder
 from compat_matrix.exits import BadInput
 from compat_matrix.results import write_json_atomic
-from compat_matrix.spec import PYTHON, MatrixError, MatrixSpec, axis_specifier, load_all, matrix_files, show, timestamp
+from compat_matrix.spec import (
+    PYTHON,
+    Declared,
+    MatrixError,
+    MatrixSpec,
+    axis_specifier,
+    load_all,
+    matrix_files,
+    show,
+    timestamp,
+)
 from compat_matrix.vocabulary import ObservationName
 
 SCHEMA = 1
@@ -94,6 +104,7 @@ class Matrix:
     reports: Path
     baseline: Path | None = None  # an earlier report of this matrix, checked
     sweeps: tuple[Expansion, ...] = ()
+    declared: tuple[Declared, ...] = ()  # the ranges the requirements declare for axes swept over them
 
 
 @dataclass(frozen=True)
@@ -159,6 +170,7 @@ class Plan:
                     "reports": str(m.reports),
                     "baseline": str(m.baseline) if m.baseline else None,
                     "sweeps": [[package, sweep, list(releases)] for package, sweep, releases in m.sweeps],
+                    "declared": [d.to_json() for d in m.declared],
                 }
                 for m in self.matrices
             ],
@@ -180,6 +192,7 @@ class Plan:
                 Path(m["reports"]),
                 Path(m["baseline"]) if m["baseline"] else None,
                 tuple(Expansion(package, sweep, tuple(releases)) for package, sweep, releases in m["sweeps"]),
+                tuple(Declared.from_json(d) for d in m.get("declared", ())),
             )
             for m in data["matrices"]
         )
@@ -302,14 +315,15 @@ def _matrices(specs: Sequence[MatrixSpec], request: Request, lookups: Lookups, p
         matrix_spec = replace(raw, exclude_newer=newer or raw.exclude_newer, mutants=raw.mutants or request.mutants)
         releases_of = lookups(matrix_spec.exclude_newer)
         try:
-            swept = resolve.expansions(matrix_spec, releases_of)
+            declared = tuple(resolve.declared_ranges(matrix_spec, lookups.metadata(matrix_spec.exclude_newer)))
+            swept = resolve.expansions(matrix_spec, releases_of, declared)
         except MatrixError as exc:
             problems += exc.problems
             continue
-        expanded = resolve.expand(matrix_spec, releases_of)
+        expanded = resolve.expand(matrix_spec, releases_of, declared)
         sweeps = tuple(Expansion(package, str(sweep), tuple(map(str, found))) for package, sweep, found in swept)
         folder = request.reports or reports_folder(matrix_spec.path, request.home)
-        matrices.append(Matrix(expanded, tuple(cells(expanded)), folder, sweeps=sweeps))
+        matrices.append(Matrix(expanded, tuple(cells(expanded)), folder, sweeps=sweeps, declared=declared))
     return matrices
 
 
@@ -328,11 +342,18 @@ class Lookups:
     def __init__(self, environ: Mapping[str, str]):
         self.environ = environ
         self.made: dict[str | None, Callable[[str], tuple[Version, ...]]] = {}
+        self.read: dict[str | None, Callable[[str], resolve.Metadata]] = {}
 
     def __call__(self, exclude_newer: str | None) -> Callable[[str], tuple[Version, ...]]:
         if exclude_newer not in self.made:
             self.made[exclude_newer] = resolve.lookup(self.environ, exclude_newer)
         return self.made[exclude_newer]
+
+    def metadata(self, exclude_newer: str | None) -> Callable[[str], resolve.Metadata]:
+        """What a requirement's distribution declares (resolve.requires), each read once per plan."""
+        if exclude_newer not in self.read:
+            self.read[exclude_newer] = resolve.metadata_reader(self.environ, exclude_newer)
+        return self.read[exclude_newer]
 
 
 def _timestamp(value: str | None, problems: list[str]) -> str | None:

@@ -11,7 +11,7 @@ import csv
 import html
 import io
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from compat_matrix.baseline import Change
@@ -59,6 +59,8 @@ class Report:
     summaries: dict[str, Summary]
     unmet: tuple[str, ...] = ()
     changes: tuple[Change, ...] | None = None
+    found: dict[str, str] = field(default_factory=dict)  # per module or package target: what the cells found there
+    ranges: dict[str, str] = field(default_factory=dict)  # per subject: whether the declared range is honest
 
 
 _MARKUP = re.compile(r"([\\*_\[\]~])")
@@ -130,6 +132,8 @@ def subject_section(report: Report, subject: Subject) -> list[str]:
     out = [f"## `{subject.target.rsplit(':', 1)[-1]}`", "", f"`{subject.target}`, audited methods {methods}.", ""]
     out += [f"- {inline(line)}" for line in (*summary.lines, *summary.as_shipped, *summary.deprecations)] + [""]
     out += [f"**Recommendation:** {inline(summary.recommendation)}", ""]
+    if subject.target in report.ranges:
+        out += [f"**Declared range:** {inline(report.ranges[subject.target])}", ""]
     if summary.told_nothing:
         said = inline(summary.told_nothing)
         out += [f"Told nothing (both variants failed alike, or found nothing to look at): {said}", ""]
@@ -248,7 +252,11 @@ def markdown(report: Report) -> str:
     if report.unmet:
         out += ["**Unmet expectations**", "", *(f"- {escape(line)}" for line in report.unmet), ""]
     out += glance_grid(report)
+    groups: set[str] = set()
     for subject in meta.subjects:
+        if subject.group in report.found and subject.group not in groups:
+            groups.add(subject.group)
+            out += [inline(report.found[subject.group]), ""]
         out += subject_section(report, subject)
     out += [BASE_MEANING, ""]
     if report.changes is not None:
@@ -304,6 +312,14 @@ def report_json(report: Report) -> dict[str, Any]:
         "overrides": [override_json(o, answer) for answer in report.subjects.values() for o in answer.overrides],
         "cells": cells,
     }
+    if report.found:  # module or package targets: what each stood for
+        data["found"] = dict(report.found)
+        groups = {subject.target: subject.group for subject in report.meta.subjects}
+        for entry in data["subjects"]:
+            entry["group"] = groups.get(entry["target"])
+    if report.ranges:
+        for entry in data["subjects"]:
+            entry["declared_range"] = report.ranges.get(entry["target"])
     if report.changes is not None:
         data["changes_since_baseline"] = [c.to_json() for c in report.changes]
     return data

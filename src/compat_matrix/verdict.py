@@ -54,7 +54,8 @@ def decide(subject: SubjectResult, cell: CellResult | None = None) -> Verdict:
     if subject.status != OK:
         return Verdict(subject.status, subject.reason)
     if not subject.methods:
-        return Verdict(VerdictKind.NO_PROBE, "nothing to audit: the class overrides no method of transformers")
+        why = subject.reason or "the class overrides no method of transformers"
+        return Verdict(VerdictKind.NO_PROBE, f"nothing to audit: {why}")
     if not subject.probes and subject.kind not in FAMILIES:
         return Verdict(VerdictKind.NO_PROBE, f"no probe family covers a subject of this kind ({subject.kind})")
     if not subject.probes:
