@@ -116,6 +116,22 @@ def cmd_list(args: argparse.Namespace) -> Outcome:
     return Outcome()
 
 
+def cmd_init(args: argparse.Namespace) -> Outcome:
+    """A starter matrix file for a package: written, validated, and the command that runs it."""
+    from compat_matrix import starter
+
+    asked = starter.Asked(
+        args.package, args.source, tuple(args.transformers), tuple(args.extra), args.output, args.force
+    )
+    envdir = (args.envdir or Path.cwd() / ".nox").resolve()
+    written = starter.init(asked, envdir, os.environ, log=lambda line: print(line, file=sys.stderr))
+    for line in written.validated:
+        print(line, file=sys.stderr)
+    print(f"wrote {display_path(written.path)}; run it:")
+    print(written.command)
+    return Outcome()
+
+
 def cmd_validate(args: argparse.Namespace) -> Outcome:
     loaded = plan.load(args.files)
     if loaded.problems:
@@ -279,6 +295,36 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     )
     summary.add_argument("reports", nargs="+", type=Path, metavar="REPORT.md", help="markdown reports")
     summary.add_argument("--limit", type=int, default=SUMMARY_LIMIT, help="bytes in all (default: 1,000,000)")
+
+    init = command(
+        "init",
+        cmd_init,
+        "write a starter matrix file for a package",
+        "Installs the package (its newest release, or the checkout of --from) with the newest transformers release\n"
+        "it allows and torch as this machine offers it, finds every class it defines that subclasses transformers\n"
+        "and overrides something of it, and writes matrix/<package>.toml: the requirement, the declared range of\n"
+        "transformers swept (its lowest allowed release and the newest of every minor), torch pinned, a subject per\n"
+        "class. Validates it and prints the command that runs it. The environment is kept in --envdir, and the\n"
+        "run's first cell uses it.",
+        (exits.OK, exits.BAD_INPUT),
+        ok="written",
+    )
+    init.add_argument("package", metavar="PACKAGE", help="the distribution's name (on the package index)")
+    init.add_argument("--from", dest="source", type=Path, metavar="PATH", help="a local checkout to use instead")
+    init.add_argument(
+        "--transformers",
+        action="append",
+        default=[],
+        metavar="VALUE",
+        help="test these transformers values instead of the declared range (repeatable: --transformers declared "
+        "--transformers 5.x); the package's own cap is lifted where they lie outside it",
+    )
+    init.add_argument(
+        "--extra", action="append", default=[], metavar="REQ", help="what the package imports without declaring it"
+    )
+    init.add_argument("--output", type=Path, metavar="FILE", help="where to write it (default: matrix/PACKAGE.toml)")
+    init.add_argument("--force", action="store_true", help="write over an existing file")
+    init.add_argument("--envdir", type=Path, metavar="DIR", help="where the environments are kept (default: ./.nox)")
 
     validate = command(
         "validate",

@@ -129,7 +129,11 @@ def expand(subjects: tuple[Subject, ...], results: list[CellResult]) -> tuple[Su
         if not subject.package:
             out.append(subject)
             continue
-        found = list(dict.fromkeys(s.target for r in ordered for s in r.subjects if s.group == subject.target))
+        found = list(
+            dict.fromkeys(
+                s.target for r in ordered for s in r.subjects if s.group == subject.target and ":" in s.target
+            )
+        )
         taken = named | {s.target for s in out}
         for target in [t for t in found if t not in taken] or ([] if found else [subject.target]):
             out.append(replace(subject, target=target, exclude=(), group=subject.target))

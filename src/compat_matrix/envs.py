@@ -467,16 +467,7 @@ def _probe(spec: MatrixSpec, cell: Cell, python: Path, out: Path, deadline: floa
     raw = out.with_suffix(".runner.json")
     out.unlink(missing_ok=True)
     raw.unlink(missing_ok=True)
-    home = python.parent.parent
-    env = {
-        **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
-        **bytecode_environment(home),
-        "PYTHONPATH": str(runner_path(home)),
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        # Tiny models: one thread per cell is fastest, and cells already run one per core.
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-    }
+    env = runner_environment(python.parent.parent)
     command = [str(python), "-m", "compat_matrix.runner", str(request), str(raw)]
     begun = time.monotonic()
     # Its own process group, so that a cell past its limit is stopped with every subject it forked.
@@ -504,6 +495,40 @@ def _probe(spec: MatrixSpec, cell: Cell, python: Path, out: Path, deadline: floa
         raw.unlink(missing_ok=True)
     outside = round(time.monotonic() - begun - (result.seconds or 0.0), 3)
     return replace(result, phases=(("start the interpreter, write the result", outside), *result.phases))
+
+
+def runner_environment(home: Path) -> dict[str, str]:
+    """The variables of the probe runner in the environment `home`: compat_matrix importable from there alone, its
+    own bytecode, no model hub."""
+    return {
+        **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+        **bytecode_environment(home),
+        "PYTHONPATH": str(runner_path(home)),
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        # Tiny models: one thread per cell is fastest, and cells already run one per core.
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    }
+
+
+def prepared(
+    home: Path, spec: MatrixSpec, cell: Cell, reports: Path, pins: Mapping[str, str] | None = None, log=print
+) -> tuple[Path, str | None]:
+    """An environment at `home`, made if need be, holding exactly what `cell` installs (as a cell's would, stamp
+    and all, so that the cell shares it later instead of installing again); its interpreter, and why it could not
+    be installed (None when it was)."""
+    python = home / "bin" / "python"
+    if not python.exists():
+        wanted = ["--python", cell.python] if cell.python else ["--python", sys.executable]
+        done = subprocess.run([uv_binary(), "venv", "--quiet", *wanted, str(home)], capture_output=True, text=True)
+        if done.returncode != 0:
+            return python, installer_reason(done.stderr + done.stdout)
+    environment, args = environment_key(spec, cell, reports, pins), install_args(spec, cell, pins)
+    out = home / "compat-matrix-init.json"  # where _install says that it is installing
+    with _held(home, exclusive=True):
+        failed = _install(spec, cell, python, (environment, args), time.monotonic() + spec.cell_timeout, log, out, 0)
+    state_path(out).unlink(missing_ok=True)
+    return python, failed.reason if failed else None
 
 
 def bytecode_environment(environment: Path) -> dict[str, str]:

@@ -56,9 +56,7 @@ def tiny_trainer(cls: type) -> Any:
     two logged steps on the CPU that save nothing, writing into a temporary folder of its own."""
     import tempfile
 
-    from transformers import TrainingArguments
-
-    args = TrainingArguments(
+    args = arguments_class(cls)(
         output_dir=tempfile.mkdtemp(prefix="compat-matrix-trainer-"),
         max_steps=2,
         per_device_train_batch_size=2,
@@ -74,11 +72,66 @@ def tiny_trainer(cls: type) -> Any:
         seed=SEED,
     )
     data = tiny_dataset()
-    return cls(model=tiny_causal_lm(), args=args, train_dataset=data, eval_dataset=data)
+    return cls(model=trained_model(cls), args=args, train_dataset=data, eval_dataset=data)
+
+
+def hinted(cls: type, parameter: str, base: type) -> type | None:
+    """The one subclass of `base` (not `base` itself) that the type hint of `cls.__init__`'s `parameter` names
+    (`args: SFTConfig | TrainingArguments | None`, `model: SpanMarkerModel`), if there is one."""
+    import typing
+
+    try:
+        hint = typing.get_type_hints(cls.__init__).get(parameter)
+    except Exception:  # a hint that names what cannot be imported here
+        return None
+    named = [t for t in _types(hint) if issubclass(t, base) and t is not base]
+    return named[0] if len(named) == 1 else None
+
+
+def trained_model(cls: type) -> Any:
+    """The model a `Trainer` subclass trains: a tiny one of the class its `model` parameter names (a library's own
+    model, built as a subject would be), else a tiny causal LM."""
+    from transformers import PreTrainedModel
+
+    named = hinted(cls, "model", PreTrainedModel)
+    return default_factory(named) if named is not None else tiny_causal_lm()
+
+
+def arguments_class(cls: type) -> type:
+    """The `TrainingArguments` a `Trainer` subclass reads: the subclass of it that its `args` parameter names, else
+    the one its own module defines (a library's arguments with fields of its own, which its overrides read), else
+    transformers' own."""
+    import sys
+
+    from transformers import TrainingArguments
+
+    named = hinted(cls, "args", TrainingArguments)
+    if named is not None:
+        return named
+    module = vars(sys.modules.get(cls.__module__, object))
+    own = [
+        value
+        for value in module.values()
+        if isinstance(value, type)
+        and issubclass(value, TrainingArguments)
+        and value is not TrainingArguments
+        and value.__module__ == cls.__module__
+    ]
+    return own[0] if len(own) == 1 else TrainingArguments
+
+
+def _types(hint: Any) -> list[type]:
+    """The classes a type hint names (`A | B | None`, `Optional[A]`)."""
+    import typing
+
+    if isinstance(hint, type):
+        return [hint]
+    return [t for arg in typing.get_args(hint) for t in _types(arg)]
 
 
 def default_factory(cls: type) -> Any:
-    """A `Trainer` subclass: with a tiny causal LM and dataset (`tiny_trainer`). A class whose config is a
+    """A `Trainer` subclass: with a tiny causal LM and dataset (`tiny_trainer`), and the arguments class its module
+    defines, if any. A class whose config is a
     LlamaConfig (LlamaForCausalLM and its subclasses): built from a tiny one. A class built like
     CharacterCausalLMWrapper (it takes `model=`), or no PreTrainedModel: its own config class plus `model=` a tiny
     causal LM (of the kind its config names, else a LlamaForCausalLM). Any other PreTrainedModel subclass: its own
@@ -89,7 +142,10 @@ def default_factory(cls: type) -> Any:
     from compat_matrix import tiny
 
     if issubclass(cls, Trainer):
-        return tiny_trainer(cls)
+        try:
+            return tiny_trainer(cls)
+        except Exception as exc:  # a trainer that wants more than a model, arguments and a list of rows
+            raise tiny.CouldNotBuild(cls, tiny.describe(exc)) from exc
     if issubclass(getattr(cls, "config_class", object), LlamaConfig):
         return tiny_causal_lm(cls)
     if issubclass(cls, PreTrainedModel) and "model" not in inspect.signature(cls).parameters:

@@ -131,17 +131,24 @@ def classes_in(target: str, exclude: tuple[str, ...] = ()) -> tuple[list[type], 
 
     modules = [importlib.import_module(target)]
     excluded, skipped = [], []
-    walked = getattr(modules[0], "__path__", None)
-    for info in pkgutil.walk_packages(walked or [], prefix=f"{target}.", onerror=lambda name: None):
-        if left_out(info.name):
-            excluded.append(info.name)
-            continue
-        try:
-            modules.append(importlib.import_module(info.name))
-        except BaseException as exc:  # an optional integration's missing library, a module that exits at import
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            skipped.append((info.name, describe_exception(exc)))
+    folders = [(getattr(modules[0], "__path__", None), target)]
+    while folders:  # each package's modules, in order; a package left out is never imported, nor what it holds
+        path, prefix = folders.pop(0)
+        for info in pkgutil.iter_modules(path or [], prefix=f"{prefix}."):
+            if left_out(info.name):
+                excluded.append(info.name)
+                continue
+            try:
+                module = importlib.import_module(info.name)
+            except Exception as exc:  # an optional integration's missing library
+                skipped.append((info.name, describe_exception(exc)))
+                continue
+            except SystemExit as exc:  # a module that exits at import
+                skipped.append((info.name, f"SystemExit: {exc}"))
+                continue
+            modules.append(module)
+            if info.ispkg:
+                folders.append((getattr(module, "__path__", None), info.name))
     found: dict[str, type] = {}
     for module in modules:
         for value in vars(module).values():
@@ -282,7 +289,7 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     why = misspelt(cls, methods)
     if why is not None:
         return replace(failed, status="bad-subject", reason=why)
-    why = unbuildable(cls, factory, methods, timeout, progress) if failed.kind == MODEL else None
+    why = unbuildable(cls, factory, methods, timeout, progress) if failed.kind in (MODEL, TRAINER) else None
     if why is not None:
         return replace(failed, status=COULD_NOT_BUILD, reason=why)
     gc.freeze()  # the subject's imports too, before its variants are forked
@@ -535,7 +542,49 @@ def run(request: dict[str, Any]) -> CellResult:
     )
 
 
+def top_modules(distribution: str) -> list[str]:
+    """The top-level modules and packages an installed distribution holds (its `top_level.txt`, else the files it
+    installed), tests and private ones left out."""
+    dist = importlib.metadata.distribution(distribution)
+    listed = (dist.read_text("top_level.txt") or "").split()
+    if not listed:
+        for file in dist.files or ():
+            top = file.parts[0]
+            if (len(file.parts) > 1 and not top.endswith((".dist-info", ".data"))) or file.suffix == ".py":
+                listed.append(top.removesuffix(".py"))
+    kept = [m for m in dict.fromkeys(listed) if m.isidentifier() and not m.startswith("_")]
+    return [m for m in kept if m not in ("test", "tests", "docs", "examples", "benchmarks")]
+
+
+def discover_distribution(distribution: str, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    """What `compat-matrix init` writes subjects from: the distribution's version, and per top-level module what
+    `discover` finds there, with every found class's overrides ((name, kind), as `discover_overrides` says)."""
+    import transformers  # noqa: F401  what subject_kind and the overrides are judged against
+
+    found = []
+    with tempfile.TemporaryDirectory(prefix="compat-matrix-") as tmp:
+        for module in top_modules(distribution):
+
+            def look(module: str = module) -> dict[str, Any]:
+                discovery = discover(module)
+                targets = [*discovery.subjects, *(t for t, _ in discovery.unaudited)]
+                overrides = {t: [[n, k] for n, _, k in discover_overrides(load_callable(t))] for t in targets}
+                return {"discovery": discovery.to_json(), "overrides": overrides}
+
+            run = forked(look, Path(tmp, "progress"), timeout, IMPORTING)
+            if run.status == OK:
+                found.append(run.answer)
+            else:
+                reason = (run.reason or run.status).removeprefix(f"{IMPORTING}: ")
+                found.append({"discovery": Discovery(module, skipped=((module, reason),)).to_json(), "overrides": {}})
+    versions = installed_versions([distribution, "transformers", "torch"])
+    return {"distribution": distribution, "versions": versions, "found": found}
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[0] == "--discover":  # compat-matrix init: what a distribution holds
+        write_json_atomic(Path(argv[2]), discover_distribution(argv[1]))
+        return 0
     if len(argv) != 2:
         print("usage: python -m compat_matrix.runner REQUEST.json RESULT.json", file=sys.stderr)
         return 2

@@ -374,6 +374,7 @@ def parse(data: dict[str, Any], path: Path) -> MatrixSpec:
     axes = top["axes"] or ()
     exclude = _exclude_axes(top["exclude"] or (), axes, at)
     _declared_from(axes, matrix.get("requirements"), at)
+    overrides = _overrides(matrix.get("overrides") or (), axes, at)
     if at.problems:
         raise MatrixError(at.problems)
     return MatrixSpec(
@@ -389,7 +390,7 @@ def parse(data: dict[str, Any], path: Path) -> MatrixSpec:
         matrix["mutants"],
         matrix["exclude_newer"],
         matrix["extra_requirements"],
-        _overrides(matrix["overrides"], axes, at),
+        overrides,
     )
 
 
