@@ -104,6 +104,8 @@ def cmd_list(args: argparse.Namespace) -> Outcome:
     for matrix in made.matrices:
         for package, sweep, releases in matrix.sweeps:
             print(f"{display_path(matrix.spec.path)}: {package} {sweep}: {', '.join(releases)}", file=sys.stderr)
+        for line in found_lines(matrix):
+            print(f"{display_path(matrix.spec.path)}: {line}", file=sys.stderr)
     listed = [
         {"session": c.id, "matrix": m.spec.name, "file": display_path(m.spec.path), "requested": c.requested}
         for m in made.matrices
@@ -130,6 +132,27 @@ def cmd_init(args: argparse.Namespace) -> Outcome:
     print(f"wrote {display_path(written.path)}; run it:")
     print(written.command)
     return Outcome()
+
+
+def found_lines(matrix: plan.Matrix) -> list[str]:
+    """What each module or package target of a matrix stood for in its cells' last results (the cells find its
+    classes when they run, where the package is installed)."""
+    from compat_matrix import cells
+
+    targets = [s.target for s in matrix.spec.subjects if s.package]
+    if not targets:
+        return []
+    results = [cells.read_result(matrix.spec.name, c, matrix.reports) for c in matrix.cells]
+    lines = []
+    for target in targets:
+        seen = [(r, d) for r in results for d in r.discovered if d.target == target]
+        if not seen:
+            lines.append(f"{target}: its classes are found in each cell when it runs (no result yet)")
+            continue
+        found = list(dict.fromkeys(t for _, d in seen for t in d.subjects))
+        where = f"in the last results of {exits.plural(len(seen), 'cell')}"
+        lines.append(f"{target}: {', '.join(found) or 'no class to audit'} ({where})")
+    return lines
 
 
 def cmd_validate(args: argparse.Namespace) -> Outcome:
@@ -265,7 +288,9 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         "list",
         cmd_list,
         "list the cells of the matrix files, one nox session each",
-        "Prints one cell id a line, or with --json the cells with their matrix, file and requested versions.",
+        "Prints one cell id a line, or with --json the cells with their matrix, file and requested versions. On\n"
+        "standard error: what each sweep stands for, and the classes each module or package target stood for in\n"
+        "the cells' last results.",
         (exits.OK, exits.BAD_INPUT),
         ok="listed",
     )
@@ -309,7 +334,9 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         (exits.OK, exits.BAD_INPUT),
         ok="written",
     )
-    init.add_argument("package", metavar="PACKAGE", help="the distribution's name (on the package index)")
+    init.add_argument(
+        "package", metavar="PACKAGE", help="the distribution's name on the package index, or a release of it (x==1.2)"
+    )
     init.add_argument("--from", dest="source", type=Path, metavar="PATH", help="a local checkout to use instead")
     init.add_argument(
         "--transformers",

@@ -56,7 +56,13 @@ def tiny_trainer(cls: type) -> Any:
     two logged steps on the CPU that save nothing, writing into a temporary folder of its own."""
     import tempfile
 
-    args = arguments_class(cls)(
+    from transformers import TrainingArguments
+
+    arguments = arguments_class(cls)
+    # A library's own arguments may default to bf16 where a GPU would run it: a CPU's.
+    on_cpu = {} if arguments is TrainingArguments else {"use_cpu": True, "bf16": False, "fp16": False}
+    args = arguments(
+        **on_cpu,
         output_dir=tempfile.mkdtemp(prefix="compat-matrix-trainer-"),
         max_steps=2,
         per_device_train_batch_size=2,
@@ -72,20 +78,62 @@ def tiny_trainer(cls: type) -> Any:
         seed=SEED,
     )
     data = tiny_dataset()
-    return cls(model=trained_model(cls), args=args, train_dataset=data, eval_dataset=data)
+    taken = inspect.signature(cls).parameters
+    given = {"model": trained_model(cls), "args": args, "train_dataset": data, "eval_dataset": data}
+    if not any(p.kind == inspect.Parameter.VAR_KEYWORD for p in taken.values()):
+        given = {k: v for k, v in given.items() if k in taken}  # a trainer that evaluates on nothing
+    try:
+        return cls(**given)
+    except Exception:  # a library's trainer that wants more: its rows as a datasets.Dataset, a tokenizer
+        rows = _as_dataset(data)
+        more = {k: rows for k in ("train_dataset", "eval_dataset") if k in given and rows is not None}
+        if "processing_class" in taken:
+            more["processing_class"] = tiny_tokenizer()
+        if not more:
+            raise
+    return cls(**{**given, **more})  # what still fails says what a factory must give
+
+
+def tiny_tokenizer() -> Any:
+    """A word-level tokenizer over the tiny causal LM's vocabulary (`t0` … `t63`), made in code."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2, **{f"t{i}": i for i in range(3, tiny_config().vocab_size)}}
+    words = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=words, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+
+
+def _as_dataset(rows: list[dict[str, Any]]) -> Any:
+    """The rows as a `datasets.Dataset` (lists of ids), or None where `datasets` is not installed."""
+    try:
+        from datasets import Dataset
+    except ImportError:
+        return None
+    return Dataset.from_list([{k: v.tolist() for k, v in row.items()} for row in rows])
 
 
 def hinted(cls: type, parameter: str, base: type) -> type | None:
     """The one subclass of `base` (not `base` itself) that the type hint of `cls.__init__`'s `parameter` names
     (`args: SFTConfig | TrainingArguments | None`, `model: SpanMarkerModel`), if there is one."""
-    import typing
-
-    try:
-        hint = typing.get_type_hints(cls.__init__).get(parameter)
-    except Exception:  # a hint that names what cannot be imported here
-        return None
-    named = [t for t in _types(hint) if issubclass(t, base) and t is not base]
+    named = [t for t in _types(hint_of(cls, parameter)) if issubclass(t, base) and t is not base]
     return named[0] if len(named) == 1 else None
+
+
+def hint_of(cls: type, parameter: str) -> Any:
+    """The type hint of `cls.__init__`'s `parameter`, evaluated in its module where it is a string; None where it
+    names what cannot be imported here (the hints of other parameters do not matter)."""
+    try:
+        hint = inspect.signature(cls).parameters[parameter].annotation
+    except (KeyError, TypeError, ValueError):
+        return None
+    if isinstance(hint, str):
+        try:
+            hint = eval(hint, vars(inspect.getmodule(cls.__init__) or object))
+        except Exception:
+            return None
+    return None if hint is inspect.Parameter.empty else hint
 
 
 def trained_model(cls: type) -> Any:
@@ -146,9 +194,12 @@ def default_factory(cls: type) -> Any:
             return tiny_trainer(cls)
         except Exception as exc:  # a trainer that wants more than a model, arguments and a list of rows
             raise tiny.CouldNotBuild(cls, tiny.describe(exc)) from exc
-    if issubclass(getattr(cls, "config_class", object), LlamaConfig):
+    config_class = getattr(cls, "config_class", object)
+    if issubclass(cls, PreTrainedModel) and not isinstance(config_class, type):  # its override deleted, say
+        raise tiny.CouldNotBuild(cls, f"its config_class is {config_class!r}, not a config class")
+    if issubclass(config_class, LlamaConfig):
         return tiny_causal_lm(cls)
-    if issubclass(cls, PreTrainedModel) and "model" not in inspect.signature(cls).parameters:
+    if issubclass(cls, PreTrainedModel) and ("model" not in inspect.signature(cls).parameters or builds_own(cls)):
         return tiny.build(cls)
     try:
         config = cls.config_class()
@@ -157,6 +208,19 @@ def default_factory(cls: type) -> Any:
         return cls(config, model=model)
     except Exception as exc:
         raise tiny.CouldNotBuild(cls, tiny.describe(exc)) from exc
+
+
+def builds_own(cls: type) -> bool:
+    """Whether a class that takes `model=` builds its own when given none: the parameter has a default and its type
+    hint names no transformers model (`model: Optional[OLMo] = None`, a model of the library's own), so a tiny
+    causal LM of transformers is not what it wraps."""
+    from transformers import PreTrainedModel
+
+    parameter = inspect.signature(cls).parameters["model"]
+    if parameter.default is inspect.Parameter.empty:
+        return False
+    named = [t for t in _types(hint_of(cls, "model")) if t is not type(None)]
+    return bool(named) and not any(issubclass(t, PreTrainedModel) for t in named)
 
 
 def load_callable(ref: str) -> Callable[..., Any]:

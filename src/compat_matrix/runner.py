@@ -517,12 +517,14 @@ def run(request: dict[str, Any]) -> CellResult:
     gc.freeze()
     phases.done("probe modules and preparations")
     subjects, discovered = [], []
+    named = {a.target for a in asks if not a.package}  # a class named on its own is run once, with its own keys
     with tempfile.TemporaryDirectory(prefix="compat-matrix-") as tmp:
         for asked in asks:
             expanded: list[Ask | SubjectResult] = [asked]
             if asked.package:
                 found, expanded = expand(asked, Path(tmp, "progress"))
                 discovered.append(found)
+                expanded = [a for a in expanded if isinstance(a, SubjectResult) or a.target not in named]
                 phases.done(f"find the classes of {asked.target}")
             for ask in expanded:
                 if isinstance(ask, SubjectResult):

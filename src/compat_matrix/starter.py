@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -65,7 +66,12 @@ def plan_start(asked: Asked, environ: Mapping[str, str] = os.environ, read: Call
     """The requirement (a local path, else the package's newest release), what it declares for transformers and
     torch, the axes and the cell to look into the package in. BadInput when the package has no release, the
     checkout does not exist, or the file is there already."""
-    output = (asked.output or Path.cwd() / "matrix" / f"{canonicalize_name(asked.package)}.toml").resolve()
+    try:
+        wanted = Requirement(asked.package)
+    except InvalidRequirement as exc:
+        raise BadInput([f"{asked.package!r}: not a package name or requirement ({exc})"]) from None
+    name = canonicalize_name(wanted.name)
+    output = (asked.output or Path.cwd() / "matrix" / f"{name}.toml").resolve()
     if output.exists() and not asked.force:
         raise BadInput([f"{display_path(output)}: exists already (--force writes over it)"])
     releases_of = resolve.lookup(environ)
@@ -76,12 +82,12 @@ def plan_start(asked: Asked, environ: Mapping[str, str] = os.environ, read: Call
         installed, written = str(source), _relative(source, output.parent)
     else:
         try:
-            versions = releases_of(asked.package)
+            versions = list(wanted.specifier.filter(releases_of(name)))
         except resolve.ResolveError as exc:
             raise BadInput([f"{asked.package}: cannot list its releases: {exc}"]) from None
         if not versions:
-            raise BadInput([f"{asked.package}: no release on the package index"])
-        installed = written = f"{canonicalize_name(asked.package)}=={max(versions)}"
+            raise BadInput([f"{asked.package}: no such release on the package index"])
+        installed = written = f"{name}=={max(versions)}"
     try:
         metadata = (read or resolve.metadata_reader(environ))(installed)
     except resolve.ResolveError as exc:

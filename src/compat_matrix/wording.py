@@ -455,6 +455,9 @@ def range_line(check: RangeCheck, style: Style = MARKDOWN) -> str:
     if problems:
         return f"{allows}; {'; '.join(problems)}: cap it or fix the override ({supported})."
     beyond = f"; it also runs on {_run_of(check.beyond, check.tested)}, outside it" if check.beyond else ""
+    outside = [v for v in check.breaking if v not in inside]
+    if outside:
+        beyond += f"; it breaks on {_run_of(outside, check.tested)}, outside it"
     tested = _run_of(check.allowed, check.tested) if check.allowed else "none of the tested releases"
     return f"{allows}: honest on {tested}{beyond} ({supported})."
 
