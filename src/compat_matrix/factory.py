@@ -192,6 +192,8 @@ def default_factory(cls: type) -> Any:
     if issubclass(cls, Trainer):
         try:
             return tiny_trainer(cls)
+        except tiny.CouldNotBuild as exc:  # the model it trains
+            raise tiny.CouldNotBuild(cls, f"its model {exc.name}: {exc.why}") from exc
         except Exception as exc:  # a trainer that wants more than a model, arguments and a list of rows
             raise tiny.CouldNotBuild(cls, tiny.describe(exc)) from exc
     config_class = getattr(cls, "config_class", object)
