@@ -387,3 +387,11 @@ def test_cells_of_one_spec_share_their_keys_with_inits_environment(tmp_path):
     spec = load(write(tmp_path, GOOD.replace("[[subjects]]", "[[subjects]]\n")))
     (first, *_) = cells(spec)
     assert isinstance(first, Cell) and envs.environment_key(spec, first) == envs.environment_key(spec, first)
+
+
+def test_a_local_requirement_is_recorded_by_the_name_its_pyproject_gives(tmp_path):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "pyproject.toml").write_text('[project]\nname = "my-lib"\nversion = "0.1"\n')
+    spec = load(write(tmp_path, GOOD.replace('requirements = ["mylib==1.0"]', 'requirements = ["./lib"]')))
+    assert spec.packages[:3] == ("transformers", "torch", "my-lib")
+    assert "--reinstall-package=my-lib" in install_args(spec, cells(spec)[0])
