@@ -209,47 +209,50 @@ def test_real_breakages_get_the_right_advice_per_override_and_release(tmp_path):
 
 
 def test_a_released_library_from_its_name_to_a_report_in_two_commands(tmp_path):
-    """`compat-matrix init span-marker==1.8.1` then `compat-matrix run`, in a folder of a new user's: one cell
-    (transformers 4.57.x), the model class built with no factory, the trainer built or labelled, the version of the
-    library recorded, a reproduce line that works there and housekeeping out of `git status`. The same release as a
-    package target (`target = "span_marker"`) shares the environment init installed: its classes are found in the
-    cell and grouped in the report."""
+    """`compat-matrix init llm2vec==0.2.3 --transformers 4.44.2` then `compat-matrix run`, in a new user's folder:
+    one cell, every class found built with no factory (LlamaModel, MistralModel, GemmaModel and Qwen2Model
+    subclasses), the library's version recorded, a reproduce line that works there, housekeeping out of `git
+    status`. The same release as a package target (`target = "llm2vec"`, one module left out) shares the environment
+    init installed: its classes are found in the cell and grouped in the report."""
     command = [sys.executable, "-m", "compat_matrix.cli"]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     made = subprocess.run(
-        [*command, "init", "span-marker==1.8.1", "--transformers", "4.57.x"],
+        [*command, "init", "llm2vec==0.2.3", "--transformers", "4.44.2"],
         cwd=tmp_path, env=env, capture_output=True, text=True,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr[-3000:]
-    assert made.stdout.splitlines()[-1] == "compat-matrix run matrix/span-marker.toml"
-    matrix = load(tmp_path / "matrix" / "span-marker.toml")
+    assert made.stdout.splitlines()[-1] == "compat-matrix run matrix/llm2vec.toml"
+    matrix = load(tmp_path / "matrix" / "llm2vec.toml")
     targets = [s.target for s in matrix.subjects]
-    assert "span_marker.modeling:SpanMarkerModel" in targets and matrix.requirements == ("span-marker==1.8.1",)
-    ran = subprocess.run([*command, "run", "matrix/span-marker.toml"], cwd=tmp_path, env=env, capture_output=True,
+    assert "llm2vec.models.bidirectional_llama:LlamaBiModel" in targets and len(targets) == 4
+    assert matrix.requirements == ("llm2vec==0.2.3",) and not matrix.overrides  # 4.44.2 is what it allows
+    ran = subprocess.run([*command, "run", "matrix/llm2vec.toml"], cwd=tmp_path, env=env, capture_output=True,
                          text=True)  # fmt: skip
-    assert ran.returncode in (0, 3), ran.stdout[-3000:]
-    report = json.loads((tmp_path / "reports" / "span-marker.json").read_text())
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    report = json.loads((tmp_path / "reports" / "llm2vec.json").read_text())
     (cell,) = report["cells"]
-    assert cell["resolved"]["span-marker"] == "1.8.1" and cell["resolved"]["transformers"].startswith("4.57.")
-    by_target = {s["target"]: s for s in cell["subjects"]}
-    assert by_target["span_marker.modeling:SpanMarkerModel"]["verdict"] in ("same", "differs", "inconclusive")
-    for subject in by_target.values():  # built with no factory, or labelled with its error
-        assert subject["verdict"] != "could-not-build" or subject["reason"].startswith("could not build "), subject
-    assert report["command"] == "compat-matrix run matrix/span-marker.toml"
+    assert cell["resolved"]["llm2vec"] == "0.2.3" and cell["resolved"]["transformers"] == "4.44.2"
+    assert {s["target"] for s in cell["subjects"]} == set(targets)
+    for subject in cell["subjects"]:  # built with no factory: the probes ran on both variants
+        assert subject["verdict"] in ("same", "differs", "inconclusive") and subject["variants"][:2] == [
+            "override",
+            "base",
+        ], subject
+    assert report["command"] == "compat-matrix run matrix/llm2vec.toml"
     assert (tmp_path / "reports" / ".gitignore").read_text().splitlines()[1:] == [".cells/", ".logs/", ".lock"]
-    whole = (tmp_path / "matrix" / "span-marker.toml").read_text()
-    package = tmp_path / "matrix" / "span-marker-package.toml"
+    whole = (tmp_path / "matrix" / "llm2vec.toml").read_text()
+    package = tmp_path / "matrix" / "llm2vec-package.toml"
     package.write_text(
-        whole.replace('name = "span-marker"', 'name = "span-marker-package"').split("[[subjects]]")[0]
-        + '[[subjects]]\ntarget = "span_marker"\nexclude = ["span_marker.trainer"]\n'
+        whole.replace('name = "llm2vec"', 'name = "llm2vec-package"').split("[[subjects]]")[0]
+        + '[[subjects]]\ntarget = "llm2vec"\nexclude = ["llm2vec.models.bidirectional_gemma"]\n'
     )
     ran = subprocess.run([*command, "run", str(package)], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert ran.returncode in (0, 3), ran.stdout[-3000:]
+    assert ran.returncode == 0, ran.stdout[-3000:]
     assert "uv pip install" not in ran.stdout  # the environment init installed, shared
-    grouped = json.loads((tmp_path / "reports" / "span-marker-package.json").read_text())
-    assert "span_marker.modeling:SpanMarkerModel" in [s["target"] for s in grouped["subjects"]]
-    assert {s["group"] for s in grouped["subjects"]} == {"span_marker"}
+    grouped = json.loads((tmp_path / "reports" / "llm2vec-package.json").read_text())
+    assert [s["target"] for s in grouped["subjects"]] == [t for t in targets if "gemma" not in t]
+    assert {s["group"] for s in grouped["subjects"]} == {"llm2vec"}
+    found = grouped["found"]["llm2vec"]
     assert (
-        grouped["found"]["span_marker"].startswith("**`span_marker`**: ")
-        and "left out: `span_marker.trainer`" in (grouped["found"]["span_marker"])
+        found.startswith("**`llm2vec`**: 3 classes found") and "left out: `llm2vec.models.bidirectional_gemma`" in found
     )
