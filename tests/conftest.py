@@ -58,11 +58,13 @@ def default_matrix_variant(folder: Path, name: str, transformers: list[str], ext
     return path
 
 
-def run_matrix(matrix: Path, reports: Path) -> tuple[subprocess.CompletedProcess, dict]:
-    """`COMPAT_MATRIX=matrix nox -s matrix`, reports into `reports`; returns the process and the report JSON."""
+def run_matrix(matrix: Path, reports: Path, envdir: Path | None = None) -> tuple[subprocess.CompletedProcess, dict]:
+    """`COMPAT_MATRIX=matrix nox -s matrix`, reports into `reports`, environments in `envdir` (default: the
+    repository's .nox, whose environments the tests share); returns the process and the report JSON."""
     env = {**os.environ, "COMPAT_MATRIX": str(matrix), "COMPAT_MATRIX_REPORTS": str(reports)}
+    where = ["--envdir", str(envdir)] if envdir else []
     done = subprocess.run(
-        [sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "-s", "matrix"],
+        [sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), *where, "-s", "matrix"],
         env=env,
         capture_output=True,
         text=True,

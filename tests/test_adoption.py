@@ -244,17 +244,21 @@ def test_the_report_groups_a_packages_subjects_and_checks_the_declared_range():
     assert (
         found in markdown and "left out: `mylib.old`" in markdown and "`mylib.extra` (ModuleNotFoundError" in markdown
     )
-    assert markdown.index(found) < markdown.index("## `A`") < markdown.index("## `B`")
-    said = report.ranges["mylib.a:A"]
+    (check,) = report.ranges["mylib.a:A"]
+    said = wording.range_line(check)
     assert said.startswith("`mylib` 1.0 allows transformers>=4.57.3; `tie_weights` is harmful on 5.24.0; the class")
     assert said.endswith(
         "cannot be imported on 5.25.0: cap it or fix the override (the measurements support "
         "transformers>=4.57.3,<5.24.0)."
     )
-    assert f"**Declared range:** {render.inline(said)}" in markdown
+    assert f"**Declared range** (`A`): {render.inline(said)}" in markdown
+    assert (
+        markdown.index(found) < markdown.index("**Declared range** (`A`)") < markdown.index("**Declared range** (`B`)")
+    )
     data = render.report_json(report)
-    assert data["found"]["mylib"] == report.found["mylib"]
+    assert data["found"]["mylib"].startswith("mylib: 2 classes found, A, B; not audited")
     assert [s["group"] for s in data["subjects"]] == ["mylib", "mylib"]
+    assert data["subjects"][0]["declared_range"] == [wording.range_line(check, wording.PLAIN)]
 
 
 def test_a_range_check_says_honest_and_where_the_measurements_allow_more():

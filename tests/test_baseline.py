@@ -6,7 +6,18 @@ import copy
 import json
 
 from compat_matrix import cli
-from compat_matrix.baseline import APPEARED, CHANGED, FLIPPED, GONE, NEW, VANISHED, compare, failing
+from compat_matrix.baseline import (
+    APPEARED,
+    CHANGED,
+    CONCLUDED,
+    FLIPPED,
+    GONE,
+    GONE_OVERRIDE,
+    NEW,
+    VANISHED,
+    compare,
+    failing,
+)
 
 T = "m:C"
 
@@ -101,3 +112,54 @@ def test_two_cells_of_the_same_versions_stay_two_rows():
     assert (gone.kind, gone.row) == (VANISHED, "transformers 5.24.0 (requested transformers 5.24.0)")
     # a request that changed its form but installed the same versions is the same row
     assert compare({**old, "cells": cells[:1]}, {**old, "cells": cells[1:]}) == []
+
+
+def with_overrides(by_name: dict[str, dict[str, str]], schema: int = 2) -> dict:
+    """A report of one subject whose overrides have these conclusions per release."""
+    overrides = [{"target": T, "name": name, "by_release": by_release} for name, by_release in by_name.items()]
+    return {"schema": schema, "matrix": "demo", "cells": [cell("5.24.0")], "overrides": overrides}
+
+
+def test_conclusions_per_override_come_first_and_an_override_gone_only_informs():
+    old = with_overrides(
+        {
+            "_init_weights": {"transformers 5.0.0": "redundant", "transformers 5.24.0": "redundant"},
+            "tie_weights": {"transformers 5.0.0": "harmful", "transformers 5.24.0": "harmful"},
+        }
+    )
+    new = with_overrides(
+        {"_init_weights": {"transformers 5.0.0": "redundant", "transformers 5.24.0": "behaves differently"}}
+    )
+    new["cells"] = [cell("5.24.0", "differs", override=False)]  # the verdict flips too, and an observation changes
+    changes = compare(old, new)
+    assert [str(c) for c in changes[:2]] == [
+        f"conclusion changed: transformers 5.24.0: {T} _init_weights: redundant → behaves differently",
+        f"override gone: {T} tie_weights: harmful on transformers 5.0.0, transformers 5.24.0 → gone",
+    ]
+    assert [c.kind for c in changes] == [CONCLUDED, GONE_OVERRIDE, CHANGED]  # no flip: the conclusions say it
+    assert failing(changes) and not failing([changes[1]])
+
+
+def test_reached_warnings_and_what_only_informs_never_fail_on_their_own():
+    old = {"schema": 1, "matrix": "demo", "cells": [with_observations("5.24.0", "a")]}
+    new = copy.deepcopy(old)
+    observed = new["cells"][0]["subjects"][0]["observations"]
+    observed += [
+        {"probe": "p", "name": "reached", "override": ["m"], "base": [], "carries": False},
+        {"probe": "p", "name": "warnings", "override": ["FutureWarning: x"], "base": [], "carries": True},
+        {"probe": "p", "name": "present", "override": True, "base": False, "carries": False},
+    ]
+    assert compare(old, new) == []
+    with_overrides_too = {**with_overrides({"m": {"transformers 5.24.0": "redundant"}}), "schema": 1}
+    assert compare(with_overrides_too, copy.deepcopy(with_overrides_too)) == []  # schema 1 reports are baselines
+
+
+def test_a_report_of_schema_2_is_a_baseline(tmp_path, capsys):
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(with_overrides({"m": {"transformers 5.24.0": "redundant"}})))
+    new.write_text(json.dumps(with_overrides({"m": {"transformers 5.24.0": "harmful"}})))
+    assert cli.main(["diff", str(old), str(new)]) == cli.EXIT_UNMET
+    assert f"conclusion changed: transformers 5.24.0: {T} m: redundant → harmful" in capsys.readouterr().out
+    (tmp_path / "other.json").write_text(json.dumps({"schema": 3, "matrix": "demo", "cells": []}))
+    assert cli.main(["diff", str(old), str(tmp_path / "other.json")]) == cli.EXIT_BAD_MATRIX
+    assert "not a compat-matrix report of schema 1 or 2" in capsys.readouterr().err

@@ -181,3 +181,64 @@ def test_answer_file_and_line():
     assert bisect.answer_line(nothing, "transformers", ">=5.0") == (
         "first differing release: none in >=5.0 (transformers 5.0.0 … 5.4.0: same throughout)"
     )
+
+
+def test_outcome_by_method_is_that_override_s_conclusion():
+    from test_golden import EMBEDDINGS, ENABLE, wrapper_cell
+
+    def cell_of(version: str) -> CellResult:
+        subject = wrapper_cell(version)
+        return CellResult("m", f"cell:m:transformers={version}", {"transformers": version}, subjects=(subject,))
+
+    target = wrapper_cell("5.15.1").target
+    assert bisect.outcome(cell_of("5.15.1"), target, method=ENABLE) == "redundant"
+    assert bisect.outcome(cell_of("5.16.1"), target, method=ENABLE) == "harmful"
+    assert bisect.outcome(cell_of("5.16.1"), target, method=EMBEDDINGS) == "needed"
+    assert bisect.outcome(cell_of("5.16.1"), target, method="tie_weights") == bisect.ABSENT  # not audited there
+    assert bisect.outcome(cell_of("5.15.1"), target) == bisect.outcome(cell_of("5.16.1"), target) == "differs"
+
+
+# The releases of >=5.14,<=5.24 (19 of them), as the index listed them when the issue was written.
+RANGE = [
+    Version(f"5.{minor}.{patch}")
+    for minor, patches in {
+        14: "01",
+        15: "01",
+        16: "01",
+        17: "0",
+        18: "012",
+        19: "01",
+        20: "0",
+        21: "03",
+        22: "02",
+    }.items()
+    for patch in patches
+] + [Version("5.23.0"), Version("5.24.0")]
+
+
+def test_bisecting_one_override_finds_where_it_changed_although_another_is_needed_throughout():
+    """The verdict differs throughout (get_input_embeddings is needed everywhere); the enable override's conclusion
+    changes at 5.16.0, where the switches take every_n_layers."""
+    from test_golden import ENABLE, wrapper_cell
+
+    def test(method: str | None):
+        def run(asked: list[Version]) -> dict[Version, str]:
+            found = {}
+            for v in asked:
+                subject = wrapper_cell(str(v))
+                result = CellResult("m", f"cell:m:transformers={v}", {"transformers": str(v)}, subjects=(subject,))
+                found[v] = bisect.outcome(result, subject.target, method=method)
+            return found
+
+        return run
+
+    answer = bisect.bisect(RANGE, test(ENABLE), 2, log=lambda line: None)
+    assert (answer.first_differing, answer.last_same) == (Version("5.16.0"), Version("5.15.1"))
+    assert len(answer.tested) <= 6 and not answer.contradicted
+    assert bisect.answer_line(answer, "transformers", ">=5.14,<=5.24") == (
+        "first differing release: transformers 5.16.0 (5.15.1 redundant)"
+    )
+    data = bisect.answer_json(answer, "m", "t", "transformers", ">=5.14,<=5.24", method=ENABLE)
+    assert (data["method"], data["first_differing"], data["last_same"]) == (ENABLE, "5.16.0", "5.15.1")
+    verdict = bisect.bisect(RANGE, test(None), 2, log=lambda line: None)
+    assert verdict.first_differing is None  # the subject's verdict cannot tell

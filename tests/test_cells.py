@@ -296,9 +296,13 @@ def test_an_edit_to_your_own_probe_module_or_test_file_makes_a_cached_result_sta
 def test_a_cell_runs_in_an_environment_beside_its_own_that_holds_exactly_its_pins(tmp_path):
     """Cells of other matrices with the same pins and requirements share one environment (no install, its bytecode
     already written); a cell whose own environment holds them, or that no other holds, runs in its own."""
-    own, other = tmp_path / "cell-a", tmp_path / "cell-b"
-    for home in (own, other):
+    own, other, older = tmp_path / "cell-a", tmp_path / "cell-b", tmp_path / "cell-c"
+    for home, version in ((own, "3.11.7"), (other, "3.11.7"), (older, "3.10.14")):
         (home / "bin").mkdir(parents=True)
+        (home / "pyvenv.cfg").write_text(f"home = /usr/bin\nversion_info = {version}\n")
+    write_json_atomic(older / STAMP, Stamp("older python", frozenset()).to_json())
+    with environment_for(own / "bin" / "python", "older python") as python:
+        assert python == own / "bin" / "python"  # the same pins on another interpreter: not the same environment
     write_json_atomic(other / STAMP, Stamp("wanted", frozenset()).to_json())
     with environment_for(own / "bin" / "python", "wanted") as python:
         assert python == other / "bin" / "python"

@@ -61,7 +61,7 @@ def test_exclude_newer_of_a_run_overrides_the_files(tmp_path, answered, capsys):
     front = sessions.front(tmp_path, tmp_path / "noxfile.py", {**os.environ, "COMPAT_MATRIX": str(path)})
     assert "no release of transformers in it (the newest is 5.0.0rc1)" in front.problems[0]  # no final 5.x yet
     options = sessions.matrix_options(["--cached", "--exclude-newer", "2026-08-01"])
-    assert options == {"cached": True, "mutants": False, "exclude_newer": "2026-08-01", "baselines": ()}
+    assert options == {"cached": True, "mutants": False, "exclude_newer": "2026-08-01", "baselines": (), "fail_on": ()}
     assert sessions.matrix_options(["--exclude-newer=2026-08-01"])["exclude_newer"] == "2026-08-01"
     run = sessions.session_plan(front, **options)
     assert [c.requested["transformers"] for _, c in run.cells()] == ["4.57.x", "5.0.0", "5.14.1"]

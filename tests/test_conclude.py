@@ -126,10 +126,16 @@ def test_the_recommendation_follows_the_conclusions_on_every_version():
     assert said.deprecations == ("`switch_on` deprecated in transformers 5.2.0 in favour of `turn_on`",)
     assert said.lines[0].startswith("`switch_on`: **harmful** on transformers 5.2.0: with the override, Trainer step")
     assert "`switch_off`: **needed** on transformers 5.1.0" in said.lines[2]
-    same = result(Observation("trainer_step", "x", 1, 1), seen(A))
+    same = result(Observation("trainer_step", "x", 1, 1), seen(A, B), methods=(A, B))
     both = of_subject("m:C", (A, B), rows(("v 2", result(harmful, methods=(A, B))), ("v 1", same)))
-    # `switch_off` only ran in the Trainer step, which raised with and without it on 2: not established there
-    assert glance(both) == "same 1 · differs 2; `switch_off`: same 1 · inconclusive 2"
+    # `switch_off` only ran in the Trainer step, which raised with and without it on 2: not established there; the
+    # glance says per override what the grid says, harmful first
+    assert glance(both) == "`switch_on`: redundant 1 · harmful 2; `switch_off`: redundant 1 · inconclusive 2"
+    on, off = both.overrides
+    assert on.changes == ("v 2", "v 1") and off.changes == ("v 2", "v 1")
+    assert [(f.release, f.variant, f.type, f.observations) for f in on.failures()] == [
+        ("v 2", "override", "TypeError", ("trainer_step.default",))
+    ]
 
 
 def test_one_method_redundant_everywhere_is_safe_to_delete():
@@ -177,3 +183,28 @@ def test_each_format_escapes_its_own_text():
     )
     assert markdown.recommendation == "Keep the override of `switch_on`: needed on transformers 5.1.0."
     assert plain.recommendation == "Keep the override of switch_on: needed on transformers 5.1.0."
+
+
+def test_an_override_that_errors_somewhere_and_changes_values_elsewhere_is_not_safe_to_delete():
+    """A forward that doubles the logits (a feature) but breaks `generate`: deleting it fixes generate and loses the
+    feature, so it behaves differently (Review), never harmful (Delete). Differences that only a probe reading the
+    class sees, or that a probe which failed on one side recorded besides, do not count against harmful."""
+    breaks = Observation("generate", "generated", "error: TypeError: forward() got an unexpected keyword", [[1, 2]])
+    doubled = Observation("forward_backward", "forward", {"logits": {"sum": 2.0}}, {"logits": {"sum": 1.0}})
+    signature = Observation("signature", "forward", {"cannot_take": ["kwargs (**kwargs)"]}, {"cannot_take": []})
+    assert conclude(result(breaks, doubled), decide(result(breaks, doubled)), TITLES).kind == DIFFERENTLY
+    assert conclude(result(breaks, signature), decide(result(breaks, signature)), TITLES).kind == HARMFUL
+    besides = Observation("generate", "tokens", 3, 1)
+    assert conclude(result(breaks, besides), decide(result(breaks, besides)), TITLES).kind == HARMFUL
+
+
+def test_a_name_one_release_discovers_and_another_does_not_is_orphaned_there():
+    """With `methods` left out each release audits what overrides something there: `switch_off` overrides a hook
+    on 1 that release 2 no longer defines, so on 2 it is orphaned, and the advice says to port what it did."""
+    needed = Observation("trainer_step", "error", None, "E: y", without=((A, None), (B, "E: y")))
+    older = result(needed, seen(A, B), methods=(A, B))
+    newer = result(Observation("trainer_step", "x", 1, 1), seen(A), methods=(A,))
+    answer = of_subject("m:C", (), rows(("v 2", newer), ("v 1", older)))
+    _, off = answer.overrides
+    assert [r.conclusion.kind for r in off.by_release] == [ConclusionKind.ORPHANED, NEEDED]
+    assert off.advice.kind == AdviceKind.PORT

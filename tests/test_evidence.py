@@ -10,6 +10,8 @@ from compat_matrix.evidence import (
     WITH_REST,
     WITHOUT_REST,
     judge,
+    redundant,
+    together,
     told_nothing,
 )
 from compat_matrix.results import Observation, SubjectResult
@@ -100,3 +102,22 @@ def test_one_side_finding_nothing_to_look_at_is_a_difference():
     assert judge(one_sided, INIT).verdict == DIFFERS
     both = subject(obs("p", "inconclusive", "cannot generate", "cannot generate", carries=False), methods=(INIT,))
     assert told_nothing(both) == (("p", "cannot generate"),)
+
+
+def test_two_overrides_that_each_provide_what_the_other_does_are_not_deleted_together():
+    """Each alone changes nothing (the other still provides it); deleting both does: neither is redundant then."""
+    A, B, C = "provide_a", "provide_b", "needed"
+    ran = reached("p", [A, B, C], [], without=[(A, [B, C]), (B, [A, C]), (C, [A, B]), (f"{A}, {B}", [C])])
+    both = subject(
+        obs("p", "x", 1, 0, without=[(A, 1), (B, 1), (C, 0), (f"{A}, {B}", 0)], alone=[(A, 0), (B, 0)]),
+        ran,
+        methods=(A, B, C),
+    )
+    assert redundant(both) == (A, B)
+    assert [(o.override, o.base) for o in together(both)] == [(1, 0)]
+    alone = subject(
+        obs("p", "x", 1, 0, without=[(A, 1), (B, 1), (C, 0), (f"{A}, {B}", 1)], alone=[(A, 0), (B, 0)]),
+        ran,
+        methods=(A, B, C),
+    )
+    assert together(alone) == ()  # deleting both changes nothing either: they may go together

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from compat_matrix import cli, render
+from compat_matrix import cli, render, wording
 from compat_matrix.cells import cells, result_path
 from compat_matrix.report import make_report
 from compat_matrix.results import CellResult, Observation, SubjectResult, TestOutcome, write_json_atomic
 from compat_matrix.spec import Axis, MatrixSpec, Subject, load
+from compat_matrix.vocabulary import ConclusionKind
 from conftest import ROOT
 from test_report import HOSTILE, RESULTS, SPEC
 
@@ -27,13 +28,14 @@ ENABLE, DISABLE = "gradient_checkpointing_enable", "gradient_checkpointing_disab
 
 
 class Cells(HTMLParser):
-    """The rendered tables: per table, the cell count of every row; and the text of every cell."""
+    """The rendered tables: per table, the cell count of every row; the text of every cell, and all the text."""
 
     def __init__(self):
         super().__init__()
         self.tables: list[list[int]] = []
         self.texts: list[str] = []
         self.details = 0
+        self.text = ""
 
     def handle_starttag(self, tag, attrs):
         if tag == "table":
@@ -51,6 +53,7 @@ class Cells(HTMLParser):
             self.details -= 1
 
     def handle_data(self, data):
+        self.text += data
         if self.texts:
             self.texts[-1] += data
 
@@ -119,36 +122,40 @@ def test_markdown_renders_as_github_flavoured_markdown(make):
         # ... and as rendered: one rendered row per source row but the delimiter row
         assert len(rendered) == len(source) - 1 and len(set(rendered)) == 1
     assert parsed.details == 0 and text.count("<details>") == text.count("</details>")
-    assert any(t.startswith("ValueError: a | b `code` <b>bold</b>") for t in parsed.texts)  # escaped, literal
+    assert "ValueError: a | b `code` <b>bold</b>" in parsed.text  # escaped once: it reads literally
 
 
-def test_glance_grid_for_many_subjects_or_versions_only():
+def grid_of(text: str) -> list[str]:
+    """The decision grid's lines: the first table of a report."""
+    return source_tables(text)[0]
+
+
+def test_the_grid_has_a_row_per_override_and_a_column_per_stretch_of_releases_that_read_alike():
     spec, results = sweep(versions=3, subjects=2)
     text = render.markdown(make_report(spec, results))
-    grid = text.split("## At a glance\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
-    assert grid[0] == "|   | Subject0 | Subject1 |" and len(grid) == 2 + 3
-    assert all(row.endswith("| ✗ | ✗ |") for row in grid[2:])
-    assert render.LEGEND in text
-    assert "## At a glance" not in render.markdown(make_report(SPEC, RESULTS))  # one subject, 4 versions
+    grid = grid_of(text)
+    assert grid[0] == "| override | transformers 5.0.0 … 5.2.0 | advice |" and len(grid) == 2 + 4
+    assert all(row.split(" | ")[1] == "✗ harmful" for row in grid[2:])
+    assert f"\n{wording.legend([ConclusionKind.HARMFUL])}\n" in text  # each symbol shown defined once
+    demo = grid_of(render.markdown(make_report(SPEC, RESULTS)))  # one subject: a grid too
+    assert demo[0] == "| override | transformers 4.57.6, 5.9.0 | 5.10.1 | 99.0 (requested) | advice |"
 
 
-def test_a_comment_of_30_releases_and_5_subjects_fits_and_keeps_tables_and_conclusions(tmp_path, capsys):
+def test_a_comment_of_30_releases_and_5_subjects_fits_and_cuts_the_evidence_first(tmp_path, capsys):
     spec, results = sweep()
     text = render.markdown(make_report(spec, results))
-    assert len(text) > COMMENT_LIMIT  # the details alone would not fit
+    assert len(text.encode()) <= COMMENT_LIMIT - len(MARKER.encode())  # whole, evidence included
     report = tmp_path / "sweep.md"
     report.write_text(text)
-    assert cli.main(["summary", "--limit", str(COMMENT_LIMIT - len(MARKER.encode())), str(report)]) == 0
-    body = MARKER + capsys.readouterr().out
-    assert len(body) <= COMMENT_LIMIT and len(body.encode()) <= COMMENT_LIMIT
-    assert render.TRUNCATED in body and "## Details" not in body
-    for subject in spec.subjects:
-        assert f"## `{subject.target.split(':')[1]}`" in body
-    assert body.count("**Recommendation:**") == 5
-    assert body.count("**harmful** on transformers 5.0.0 … 5.29.0:") == 10  # each subject's two overrides
-    rows = [line for line in body.splitlines() if line.startswith("| transformers 5.")]
-    assert sum(row.endswith("| ✗ | ✗ | ✗ | ✗ | ✗ |") for row in rows) == 30  # the grid
-    assert sum("| differs: " in row for row in rows) == 30 * 5  # every subject's table
+    first_screen = text.split(f"\n{render.EVIDENCE}", 1)[0]
+    limit = len(first_screen.encode()) + 1000  # the first screen fits, the evidence does not
+    assert cli.main(["summary", "--limit", str(limit), str(report)]) == 0
+    body = capsys.readouterr().out
+    assert len(body.encode()) <= limit + 1 and body.startswith(first_screen)
+    assert render.TRUNCATED in body and render.EVIDENCE not in body
+    grid = grid_of(body)
+    assert len(grid) == 2 + 10 and all(row.split(" | ")[1] == "✗ harmful" for row in grid[2:])
+    assert body.startswith("# sweep: delete all 10 overrides\n")
 
 
 def write_results(spec: MatrixSpec, results: list[CellResult], folder: Path) -> None:
@@ -177,7 +184,7 @@ def test_a_rerun_with_unchanged_results_leaves_every_report_file_byte_identical(
 def test_values_are_spelled_the_same_in_markdown_and_csv():
     report = make_report(SPEC, RESULTS)
     text, table = render.markdown(report), render.csv_text(report.collected)
-    assert "| transformers 5.10.1 | enable\\_reaches\\_wrapped\\_model | layers\\_on | False | True |" in text
+    assert "| 5.10.1 | layers after enable (layers\\_on) | False | True |" in text
     assert "transformers 5.10.1,cell:demo:transformers=5.10.1," in table and ",layers_on,False,True,False,True" in table
     assert ",true," not in table and ",false," not in table
 
@@ -213,40 +220,42 @@ def releases_where(enable_from: int, count: int = 8) -> tuple[MatrixSpec, list[C
     return spec, results
 
 
-def test_a_sweeps_glance_says_where_deleting_one_method_alone_changes_the_verdict():
+def test_a_sweeps_glance_names_the_first_bad_release_per_override_as_the_grid_does():
     report = make_report(*releases_where(enable_from=5))
-    assert report.summaries["mylib:Wrapper"].glance == (
-        f"differs 5.0.0 … 5.7.0; `{ENABLE}`: same 5.0.0 … 5.4.0 · differs 5.5.0 … 5.7.0"
+    glance = report.summaries["mylib:Wrapper"].glance
+    assert glance == (
+        f"{ENABLE}: redundant 5.0.0 … 5.4.0 · behaves differently 5.5.0 … 5.7.0; "
+        f"{DISABLE}: behaves differently 5.0.0 … 5.7.0"
     )
-    assert render.report_json(report)["subjects"][0]["glance"] == report.summaries["mylib:Wrapper"].glance
+    assert render.report_json(report)["subjects"][0]["glance"] == glance
+    grid = grid_of(render.markdown(report))
+    assert grid[0] == "| override | transformers 5.0.0 … 5.4.0 | 5.5.0 … 5.7.0 | advice |"
+    assert [row.split(" | ")[:3] for row in grid[2:]] == [
+        [f"| `{ENABLE}`", "= redundant", "≠ behaves differently"],
+        [f"| `{DISABLE}`", "≠ behaves differently", "≠ behaves differently"],
+    ]
     steady = make_report(*releases_where(enable_from=0))
-    assert steady.summaries["mylib:Wrapper"].glance == "differs 5.0.0 … 5.7.0"  # nothing changes: nothing more
+    assert steady.summaries["mylib:Wrapper"].glance == (
+        f"{ENABLE}: behaves differently 5.0.0 … 5.7.0; {DISABLE}: behaves differently 5.0.0 … 5.7.0"
+    )
+    assert grid_of(render.markdown(steady))[0] == "| override | transformers 5.0.0 … 5.7.0 | advice |"
 
 
-def test_details_show_an_observation_that_differs_only_with_one_method_deleted_alone():
+def test_the_evidence_shows_what_differs_with_one_method_deleted_alone():
     """The round trip agrees with both deleted, not with `enable` alone: the advice for `enable` rests on that row."""
     spec, results = releases_where(enable_from=0, count=1)
     trip = Observation("probe_2", "layers_on", False, False, without=((ENABLE, True), (DISABLE, False)))
     (subject,) = results[0].subjects
     results = [replace(results[0], subjects=(replace(subject, observations=(*subject.observations, trip)),))]
     text = render.markdown(make_report(spec, results))
-    assert "5 observations, 2 differ, 1 more with one method deleted alone" in text
-    row = next(line for line in text.splitlines() if "| probe\\_2 |" in line)
-    assert row.endswith("| layers\\_on | False | False | True | False |")
-    assert "2 equal observations" in text  # the two `reached`, which only inform
+    evidence = text.split(f"**`{ENABLE}`**", 1)[1].split("**`", 1)[0]
+    assert "| 5.0.0 | probe 2 (layers\\_on) | False | True |" in evidence
+    assert "probe 2" not in text.split(f"**`{DISABLE}`**", 1)[1]  # deleting `disable` alone changes nothing there
 
 
-def test_a_long_table_gives_releases_that_read_alike_one_row():
-    text = render.markdown(make_report(*releases_where(enable_from=5)))
-    table = text.split("At a glance: ", 1)[1].split("\n\n", 2)[1].splitlines()
-    assert [row.split(" | ", 1)[0] for row in table[2:]] == [
-        "| transformers 5.5.0 … 5.7.0",
-        "| transformers 5.0.0 … 5.4.0",
-    ]
-    grid = text.split("## At a glance\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
-    assert len(grid) == 2 + 8  # the grid keeps every release
-    short = render.markdown(make_report(*releases_where(enable_from=3, count=5)))
-    assert "| transformers 5.0.0 |" in short and "| transformers 5.4.0 |" in short  # five rows: one each
+def test_a_short_matrix_gives_each_release_a_column_where_they_differ():
+    text = render.markdown(make_report(*releases_where(enable_from=3, count=5)))
+    assert grid_of(text)[0] == "| override | transformers 5.0.0 … 5.2.0 | 5.3.0, 5.4.0 | advice |"
 
 
 @pytest.mark.parametrize(
@@ -289,7 +298,7 @@ def test_hostile_reasons_names_and_test_ids_come_out_literally():
     text = render.markdown(make_report(spec, results))
     html = MarkdownIt("commonmark", {"html": True}).enable("table").render(text)
     assert "<a " not in html and "<i>" not in html and "<code>c</code>" not in html
-    assert html.count("<em>") == 2  # *with override* and *base implementation*, the report's own
+    assert html.count("<em>") == 0  # no summary table here, so none of the report's own
     parsed = gfm(text)
     assert all(len(set(rows)) == 1 for rows in parsed.tables)  # every row as many cells as its header
     assert HOSTILE_NAME.replace("\\", "") in " ".join(parsed.texts) or "[link](http://evil)" in html

@@ -52,6 +52,11 @@ def ran(matrix: plan.Matrix, cell: plan.Cell, resolved: dict[str, str]) -> None:
         (["--baseline", "m.toml"], "error: {folder}/m.toml: cannot read baseline report"),
         (["--cell", "cell:nope"], "error: --cell 'cell:nope': no such cell"),
         (["--exclude-newer", "soon"], "error: --exclude-newer = 'soon': a date"),
+        (["--fail-on", "harmfull"], "error: --fail-on 'harmfull': not a conclusion; did you mean 'harmful'?"),
+        (
+            ["--fail-on", "harmful,couldnt-run"],
+            "error: --fail-on 'couldnt-run': not a conclusion; did you mean 'could-n",
+        ),
     ],
 )
 def test_run_refuses_bad_options_and_baselines_before_any_cell_starts(tmp_path, monkeypatch, capsys, options, expected):
@@ -73,6 +78,48 @@ def test_bad_lanes_are_refused_before_any_cell_starts(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err
     assert err == "error: COMPAT_MATRIX_LANES = 'two': a whole number of cells at once, at least 1\n"
     assert nothing_ran(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("typed", "expected"),
+    [
+        ((), ()),
+        (("harmful",), ("harmful",)),
+        (("could-not-run,harmful", " Needed "), ("harmful", "needed", "could not run")),
+        (("orphaned", "could not run", "behaves-differently"), ("behaves differently", "orphaned", "could not run")),
+    ],
+)
+def test_fail_on_names_conclusions_in_the_vocabulary_s_order(typed, expected):
+    problems: list[str] = []
+    assert plan.fail_on_kinds(typed, problems) == expected and problems == []
+
+
+@pytest.mark.parametrize(
+    ("method", "expected"),
+    [
+        ("mm", "--method 'mm': not an audited name of a.b:C; did you mean 'm'?"),
+        ("zzz", "--method 'zzz': not an audited name of a.b:C; audited: m"),
+        ("m", None),
+    ],
+)
+def test_bisect_refuses_a_method_that_is_not_audited_before_any_cell_starts(
+    tmp_path, answered, monkeypatch, capsys, method, expected
+):
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path)
+    request = plan.request_from({"COMPAT_MATRIX": str(path)}, tmp_path, tmp_path / "noxfile.py")
+    if expected is None:
+        made = plan.make(replace(request, bisect=plan.Bisect(">=5", method=method), runs=True, report=False))
+        assert made.bisection.method == method
+        assert sessions.front(tmp_path, tmp_path / "x.py", plan.nested_environ({}, plan.write(made, tmp_path))).plan
+        return
+    assert cli.main(["bisect", str(path), "--range", ">=5", "--method", method]) == exits.BAD_INPUT
+    err = capsys.readouterr().err
+    assert err == f"error: {expected}\n"
+    assert nothing_ran(tmp_path)
+    both = ["--range", ">=5", "--method", "m", "--observation", "p.x"]
+    assert cli.main(["bisect", str(path), *both]) == exits.BAD_INPUT
+    assert capsys.readouterr().err == "error: --method and --observation: bisect on one of them\n"
 
 
 @pytest.mark.parametrize(
@@ -122,6 +169,11 @@ def test_a_misspelt_option_of_the_matrix_session_runs_nothing(tmp_path):
     assert "Starting session cell:" not in done.stdout and not (tmp_path / "reports").exists()
     with pytest.raises(exits.BadInput, match="--baseline: expected one argument"):
         sessions.matrix_options(["--baseline"])
+    misspelt = subprocess.run([*command, "-s", "matrix", "--", "--fail-on", "harmfull"], env=env, capture_output=True)
+    assert (
+        misspelt.returncode == exits.BAD_INPUT and b"error: --fail-on 'harmfull': not a conclusion" in misspelt.stderr
+    )
+    assert b"Starting session cell:" not in misspelt.stdout and not (tmp_path / "reports").exists()
 
 
 def fake_cells(monkeypatch, opened: list[Path]):

@@ -41,10 +41,11 @@ def test_discover_overrides_lists_methods_and_attributes_over_the_base_package()
 
     Root.gradient_checkpointing_disable = lambda self: None
     Wrapper.gradient_checkpointing_disable = lambda self: None
+    Root.config_class = Wrapper.config_class  # what transformers' __init_subclass__ writes: the inherited value
     try:
         found = discover_overrides(Wrapper, package=__name__.split(".")[0])
     finally:
-        del Root.gradient_checkpointing_disable
+        del Root.gradient_checkpointing_disable, Root.config_class
     assert found == [
         ("base_model_prefix", f"{__name__}.Root", "attribute"),
         ("greet", f"{__name__}.Root", "method"),

@@ -52,9 +52,11 @@ def test_a_sweep_as_of_a_date_runs_each_minor_and_says_where_the_verdict_changes
     assert [c["resolved"]["transformers"] for c in report["cells"]] == ["5.16.1", "5.15.1"]
     assert report["exclude_newer"] == "2026-10-11T00:00:00Z"
     (subject,) = report["subjects"]
-    assert subject["glance"] == "same 5.15.1 · differs 5.16.1"
+    enable, disable = "gradient_checkpointing_enable", "gradient_checkpointing_disable"
+    assert subject["glance"] == f"{enable}: redundant 5.15.1 · harmful 5.16.1; {disable}: redundant 5.15.1, 5.16.1"
     markdown = (tmp_path / "reports" / "char-causal-lm-checkpointing.md").read_text()
-    assert "At a glance: same 5.15.1 · differs 5.16.1" in markdown
+    assert "\n| override | transformers 5.15.1 | 5.16.1 | advice |\n" in markdown  # the grid says it too
+    assert f"\n| `{enable}` | = redundant | ✗ harmful | **Delete**: " in markdown
     assert "Releases as of 2026-10-11T00:00:00Z (`exclude_newer`)" in markdown
     for release in ("5-15-1", "5-16-1"):  # what uv was given, whichever run installed the environment
         stamp = read_stamp(ROOT / ".nox" / f"cell-char-causal-lm-checkpointing-transformers-{release}-torch-2-13-0")
@@ -86,6 +88,7 @@ def test_bisect_finds_the_release_that_brought_a_new_entry_point_and_reuses_its_
         "axis": "transformers",
         "range": ">=5.22,<=5.23",
         "observation": "entry_points.activation_checkpointing_enable",
+        "method": None,
         "first_differing": "5.23.0",
         "last_same": "5.22.2",
         "tested": {"5.22.0": "absent", "5.22.2": "absent", "5.23.0": "differs"},
@@ -103,12 +106,14 @@ def test_bisect_finds_the_release_that_brought_a_new_entry_point_and_reuses_its_
 
 def test_a_warm_5x_environment_is_brought_to_the_newest_release(tmp_path, index_cache):
     """First as if the run were before 5.24.0 was released (the index's answer, as recorded, without 5.24.0, kept in
-    the cache): `5.x` installs 5.14.1. Then with today's answer: the same environment is reinstalled in place."""
+    the cache): `5.x` installs 5.14.1. Then with today's answer: the same environment is reinstalled in place. In
+    an environment folder of its own, where no other environment already holds 5.24.0 to be shared."""
     path = matrix(tmp_path, '["5.x"]')
+    envdir = tmp_path / "envs"
     recorded = json.loads((ROOT / "tests" / "index" / "transformers.json").read_text())
     recorded["files"] = [f for f in recorded["files"] if "5.24.0" not in f["filename"]]
     resolve.cached_uploads("transformers", os.environ, lambda url: json.dumps(recorded))
-    done, report = run_matrix(path, tmp_path / "reports")
+    done, report = run_matrix(path, tmp_path / "reports", envdir)
     assert done.returncode == 0, done.stdout[-3000:]
     (cell,) = report["cells"]
     assert cell["cell"] == "cell:char-causal-lm-checkpointing:transformers=5.x:torch=2.13.0"
@@ -116,10 +121,47 @@ def test_a_warm_5x_environment_is_brought_to_the_newest_release(tmp_path, index_
 
     for kept in index_cache.rglob("*.json"):
         kept.unlink()  # today's answer: 5.24.0 is out
-    done, report = run_matrix(path, tmp_path / "reports")
+    done, report = run_matrix(path, tmp_path / "reports", envdir)
     assert done.returncode == 0, done.stdout[-3000:]
     (cell,) = report["cells"]
     assert (cell["requested"]["transformers"], cell["resolved"]["transformers"]) == ("5.x", "5.24.0")
     install = [line for line in done.stdout.splitlines() if " pip install --python " in line]
     assert len(install) == 1 and "transformers==5.24.0" in install[0], done.stdout[-3000:]
     assert " venv --clear " not in done.stdout  # in place: the environment keeps what it has
+
+
+def test_bisect_on_one_override_finds_where_its_conclusion_changed(tmp_path):
+    """The subject's verdict differs throughout (get_input_embeddings is needed on every release), but the enable
+    override's conclusion changes once: redundant up to 5.15.1, harmful from 5.16.0 (every_n_layers)."""
+    options = ["--range", ">=5.14,<=5.24", "--method", "gradient_checkpointing_enable"]
+    done = bisect(DEFAULT, tmp_path / "reports", *options)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "first differing release: transformers 5.16.0 (5.15.1 redundant)" in done.stdout.splitlines()
+    answer = json.loads((tmp_path / "reports" / "char-causal-lm-checkpointing.bisect.json").read_text())
+    assert (answer["method"], answer["first_differing"], answer["last_same"]) == (
+        "gradient_checkpointing_enable",
+        "5.16.0",
+        "5.15.1",
+    )
+    assert len(answer["tested"]) <= 6 and answer["tested"]["5.16.0"] == "harmful" and answer["single_change"]
+
+
+def test_fail_on_harmful_exits_1_on_the_default_matrix_and_0_without_5_24(tmp_path):
+    """The scheduled job's gate: harmful on 5.24.0 fails the run; the same matrix limited to 4.57.x and 5.14.1 (its
+    cells' results reused) passes."""
+    reports = tmp_path / "reports"
+
+    def run(path: Path, *options: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "COMPAT_MATRIX": str(path), "COMPAT_MATRIX_REPORTS": str(reports)}
+        command = [sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "-s", "matrix", "--", *options]
+        return subprocess.run(command, env=env, capture_output=True, text=True, cwd=ROOT)
+
+    done = run(DEFAULT, "--fail-on", "harmful")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    enable = "CharacterCausalLMWrapper.gradient_checkpointing_enable"
+    assert f"exit 1: 1 check failed: --fail-on: {enable}: harmful on transformers 5.24.0" in done.stdout
+    assert json.loads((reports / "char-causal-lm-checkpointing.json").read_text())["status"] == "failing"
+    limited = matrix(tmp_path, '["4.57.x", "5.14.1"]')
+    done = run(limited, "--fail-on", "harmful", "--cached")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert json.loads((reports / "char-causal-lm-checkpointing.json").read_text())["status"] == "ok"

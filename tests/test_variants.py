@@ -197,6 +197,28 @@ def test_bodies_are_the_innermost_code_of_functions_decorators_and_descriptors()
     assert tracing.bodies(vars(Subject)["Options"]) == ()
 
 
+def test_a_method_under_a_decorator_without_wraps_is_watched_by_its_own_code():
+    def bare(func):
+        def wrapper(self, *args):
+            return func(self, *args)
+
+        return wrapper
+
+    class Decorated:
+        @bare
+        def get(self):
+            return 1
+
+        @bare
+        def put(self, value):
+            return value
+
+    watched = {name: tracing.bodies(vars(Decorated)[name]) for name in ("get", "put")}
+    with tracing.reached(watched, Decorated) as seen:
+        Decorated().get()
+    assert seen == {"get"}  # the wrapper's code is shared: it would have counted `put` too
+
+
 def test_reached_names_the_methods_whose_code_ran():
     watched = {name: tracing.bodies(vars(Subject)[name]) for name in ("greet", "wave", "loud")}
     with tracing.reached(watched) as seen:

@@ -133,3 +133,15 @@ def test_an_expectation_of_same_is_not_met_by_inconclusive():
 )
 def test_floats_agree_within_a_relative_tolerance(a, b, same):
     assert Observation("p", "x", a, b).same is same
+
+
+def test_a_subject_of_a_kind_no_probe_family_covers_reads_no_probe_naming_its_kind():
+    from compat_matrix.results import SubjectResult
+
+    config = SubjectResult("mylib:MyConfig", ("to_dict",), kind="config")
+    assert (decide(config).verdict, decide(config).reason) == (
+        "no probe",
+        "no probe family covers a subject of this kind (config)",
+    )
+    model = SubjectResult("mylib:MyModel", ("to_dict",), kind="model")
+    assert decide(model).reason == "no probe exercises to_dict"

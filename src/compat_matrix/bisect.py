@@ -1,6 +1,9 @@
 """Bisect a range of releases: the first release whose outcome for one subject differs from the outcome at the
-range's oldest release. Pure: which releases to test each round, what a round's outcomes leave, when to stop; the
-cells themselves are run by whoever calls `bisect` (compat_matrix.sessions). Host side, no nox, no torch.
+range's oldest release. The outcome is the subject's verdict, whether one observation differs, or the conclusion
+for one audited override (`--method`: redundant, harmful, needed, …, by the evidence about that name alone, so that
+another override that is needed throughout does not hide when this one changed). Pure: which releases to test
+each round, what a round's outcomes leave, when to stop; the cells themselves are run by whoever calls `bisect`
+(compat_matrix.sessions). Host side, no nox, no torch.
 
 The assumption, as git bisect's: the outcome changes once in the range. Every release before the first one that
 differs has the oldest release's outcome, and every release from it on differs. The candidates are then the
@@ -157,10 +160,17 @@ def _candidates(releases: Sequence[Version], lo: int, hi: int) -> str:
     return f"first differing: {text}" if len(inside) == 1 else f"first differing in {text}"
 
 
-def outcome(result: CellResult, target: str, observation: str | None = None) -> str:
-    """What a cell that ran says for the subject: its verdict, or for `probe.name` whether that observation is the
-    same with and without the override (`same`, `differs`, or `absent` where it was not made)."""
+def outcome(result: CellResult, target: str, observation: str | None = None, method: str | None = None) -> str:
+    """What a cell that ran says for the subject: its verdict; for `probe.name` whether that observation is the same
+    with and without the override (`same`, `differs`, or `absent` where it was not made); for `method` the
+    conclusion for that override (`absent` where the cell did not audit it)."""
     subject = next(s for s in result.subjects if s.target == target)
+    if method is not None:
+        from compat_matrix import conclude  # the conclusions' rules (and their imports) only where asked for
+
+        if method not in subject.methods:
+            return ABSENT
+        return str(conclude.conclude_method(subject, decide(subject, result), method, dict(subject.titles)).kind)
     if observation is None:
         return decide(subject, result).verdict
     probe, name = observation.split(".", 1)
@@ -188,6 +198,7 @@ def answer_json(
     spec: str,
     observation: str | None = None,
     exclude_newer: str | None = None,
+    method: str | None = None,
 ) -> dict:
     """The contract of `reports/<matrix>.bisect.json`."""
     return {
@@ -197,6 +208,7 @@ def answer_json(
         "axis": axis,
         "range": spec,
         "observation": observation,
+        "method": method,
         "first_differing": str(answer.first_differing) if answer.first_differing else None,
         "last_same": str(answer.last_same),
         "tested": {str(v): o for v, o in sorted(answer.tested.items())},
@@ -211,5 +223,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--subject", metavar="MODULE:CLASS", help="the subject (default: the matrix's only one)")
     parser.add_argument("--range", required=True, metavar="SPEC", help='PEP 440 specifier, e.g. ">=5.14,<=5.24"')
     parser.add_argument("--observation", metavar="PROBE.NAME", help="bisect on one observation (same, differs, absent)")
+    parser.add_argument("--method", metavar="NAME", help="bisect on one audited override's conclusion (redundant, …)")
     parser.add_argument("--axis", metavar="PACKAGE", help="the axis to bisect (default: transformers)")
     parser.add_argument("--exclude-newer", metavar="DATE", help="list and install releases as of this date")

@@ -28,6 +28,10 @@ EXIT_CELL_FAILED = exits.CELL_FAILED
 EXIT_UNEXPECTED = exits.UNEXPECTED
 SUMMARY_LIMIT = 1_000_000  # GitHub's step summary holds 1 MiB
 BASELINE_HELP = "an earlier report, or a folder of them: add what changed; flipped verdicts or changed values exit 1"
+FAIL_ON_HELP = (
+    "exit 1 when an override has one of these conclusions on any release: harmful, needed, orphaned, could-not-run, "
+    "behaves-differently, inconclusive, redundant (comma-separated, repeatable)"
+)
 NOXFILE = Path(__file__).resolve().with_name("noxfile.py")  # the sessions `run` starts (from a copy in --envdir)
 ALWAYS, FAILING, NEVER = "always", "failing", "never"  # when a command's last line says what its exit code means
 
@@ -53,16 +57,23 @@ def cmd_run(args: argparse.Namespace) -> Outcome:
     `nox -s matrix` does in this repository, from any folder."""
     from compat_matrix import sessions  # imports nox: only the commands that run cells need it
 
-    made = plan.make(asked(args, cached=args.cached, mutants=args.mutants, cells=tuple(args.cell), runs=True))
+    options = {
+        "cached": args.cached,
+        "mutants": args.mutants,
+        "cells": tuple(args.cell),
+        "fail_on": tuple(args.fail_on),
+    }
+    made = plan.make(asked(args, **options, runs=True))
     envdir = (args.envdir or Path.cwd() / ".nox").resolve()
     return sessions.run_matrix(replace(made, noxfile=sessions.noxfile_in(envdir, NOXFILE)), envdir, [])
 
 
 def cmd_bisect(args: argparse.Namespace) -> Outcome:
-    """The first release in a range whose verdict (or one observation) for a subject differs from the oldest's."""
+    """The first release in a range whose verdict (or one observation, or one override's conclusion) for a subject
+    differs from the oldest's."""
     from compat_matrix import sessions
 
-    wanted = plan.Bisect(args.range, args.subject, args.axis, args.observation)
+    wanted = plan.Bisect(args.range, args.subject, args.axis, args.observation, args.method)
     made = plan.make(asked(args, bisect=wanted, runs=True, report=False))
     envdir = (args.envdir or Path.cwd() / ".nox").resolve()
     return sessions.run_bisect(replace(made, noxfile=sessions.noxfile_in(envdir, NOXFILE)), envdir, [])
@@ -71,7 +82,7 @@ def cmd_bisect(args: argparse.Namespace) -> Outcome:
 def cmd_report(args: argparse.Namespace) -> Outcome:
     from compat_matrix import report
 
-    made = plan.make(asked(args))
+    made = plan.make(asked(args, fail_on=tuple(args.fail_on)))
     written = report.run(made)
     for line in report.console(written, with_timings=True):
         print(line)
@@ -240,13 +251,15 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     )
 
     run.add_argument("--exclude-newer", metavar="DATE", help="resolve and install releases as of this date (UTC)")
+    run.add_argument("--fail-on", action="append", default=[], metavar="KINDS", help=FAIL_ON_HELP)
 
     bisecting = command(
         "bisect",
         cmd_bisect,
         "find the first release in a range whose verdict for a subject differs",
         "Tests the range's oldest release and then as few releases as it can, every lane a round, until the first\n"
-        "release whose verdict (or --observation) differs from the oldest's; assumes it changes once in the range.\n"
+        "release whose verdict (or --observation, or --method's conclusion) differs from the oldest's; assumes it\n"
+        "changes once in the range.\n"
         "Other axes stay at their first value. Reuses environments and results of earlier runs; prints each round\n"
         "and writes DIR/<name>.bisect.json. The same as `nox -s bisect -- ...` in compat-matrix's repository.",
         (exits.OK, exits.BAD_INPUT, exits.CELL_FAILED, exits.INTERRUPTED),
@@ -281,6 +294,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         metavar="OLD.json",
         help=BASELINE_HELP,
     )
+    report.add_argument("--fail-on", action="append", default=[], metavar="KINDS", help=FAIL_ON_HELP)
     report.add_argument("--summary", type=Path, help="also append the markdown, cut to --limit bytes, to this file")
     report.add_argument("--limit", type=int, default=SUMMARY_LIMIT, help="bytes for --summary (default: 1,000,000)")
 

@@ -9,6 +9,7 @@ Every row carries its `rank` (newest first) and `label` (`transformers 5.24.0`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 import pandas as pd
@@ -68,11 +69,16 @@ def label(result: CellResult, axes: list[str]) -> str:
     return ", ".join(parts)
 
 
+_SERIES = re.compile(r"(\d+(?:\.\d+)*)\.x")  # "5.x", "4.57.x": what was asked for where nothing installed
+
+
 def _version_key(text: str | None) -> tuple[int, Version]:
+    """Where a release goes among the others: by version; a series asked for (`5.x`) after every release of it."""
     try:
         return (1, Version(str(text).split("+")[0]))
     except InvalidVersion:
-        return (0, Version("0"))
+        series = _SERIES.fullmatch(str(text))
+        return (1, Version(f"{series.group(1)}.{10**9}")) if series else (0, Version("0"))
 
 
 def newest_first(results: list[CellResult], axes: list[str]) -> list[CellResult]:

@@ -21,6 +21,7 @@ vocabulary.ConclusionKind and its rule here; a new advice one member of vocabula
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -31,7 +32,8 @@ from packaging.version import InvalidVersion, Version
 
 from compat_matrix import evidence
 from compat_matrix.collect import SubjectRow
-from compat_matrix.results import Observation, SubjectResult, failure_in
+from compat_matrix.probes import registry
+from compat_matrix.results import METHOD, Observation, SubjectResult, failure_in
 from compat_matrix.shipped import ShippedChange, shipped_changes
 from compat_matrix.spec import Declared
 from compat_matrix.verdict import Judged, Verdict
@@ -82,17 +84,36 @@ def contrast(observation: Observation, title: str) -> Contrast:
 
 
 def from_contrasts(contrasts: list[Contrast]) -> Conclusion:
-    """harmful, needed or behaves differently, by the rules above; redundant when nothing differs."""
+    """harmful, needed or behaves differently, by the rules above; redundant when nothing differs. Harmful only where
+    nothing else differs in what the code does: a value that differs elsewhere (the logits, a reloaded model's
+    attributes) is behaviour that deleting the override changes too, whatever the errors say."""
     if not contrasts:
         return Conclusion(REDUNDANT)
     kinds = {c.kind for c in contrasts}
-    if HARMFUL in kinds and NEEDED not in kinds:
+    if HARMFUL in kinds and NEEDED not in kinds and not _behaviour(contrasts):
         kind = HARMFUL
     elif NEEDED in kinds and HARMFUL not in kinds:
         kind = NEEDED
     else:
         kind = DIFFERENTLY
     return Conclusion(kind, tuple(sorted(contrasts, key=lambda c: ORDER.index(c.kind))))
+
+
+INSPECTS = frozenset(name for name, p in registry().items() if p.inspects)  # probes that read the class, not run it
+
+
+def _behaviour(contrasts: list[Contrast]) -> list[Contrast]:
+    """The values that differ where the code ran and did not fail on one side: not warnings, not what a probe that
+    only reads the class saw (a signature that cannot take what a release passes: the error itself shows it), not
+    what a probe that failed on one side recorded besides."""
+    one_sided = {c.observation.probe for c in contrasts if c.kind in (HARMFUL, NEEDED)}
+    return [
+        c
+        for c in contrasts
+        if c.kind == DIFFERENTLY
+        and c.observation.name != ObservationName.WARNINGS
+        and c.observation.probe not in INSPECTS | one_sided
+    ]
 
 
 def _title(observation: Observation, titles: dict[str, str]) -> str:
@@ -123,6 +144,10 @@ def conclude_method(subject: SubjectResult | None, verdict: Verdict, method: str
         found = from_contrasts([contrast(o, _title(o, titles)) for o in judged.differing])
         return replace(found, context=judged.context)
     if judged.verdict == evidence.SAME:
+        jointly = evidence.together(subject) if method in evidence.redundant(subject) else ()
+        if jointly:  # each alone changes nothing, but deleting them all at once does
+            found = from_contrasts([contrast(o, _title(o, titles)) for o in jointly])
+            return replace(found, kind=DIFFERENTLY, context=evidence.TOGETHER)
         return Conclusion(REDUNDANT, context=judged.context)
     if judged.verdict == evidence.ORPHANED:
         return Conclusion(ORPHANED, why=judged.reason)
@@ -222,13 +247,42 @@ def advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
     ran = set(by_kind) - {COULD_NOT_RUN}
     if not ran:
         return Advice(AdviceKind.REVIEW, releases)
-    if ORPHANED in ran:
-        return Advice(AdviceKind.PORT, releases)
+    if ORPHANED in ran and ran & {NEEDED, DIFFERENTLY, HARMFUL}:
+        return Advice(AdviceKind.PORT, releases)  # what it did on some release is gone on another
+    if ORPHANED in ran and not ran - {ORPHANED, REDUNDANT}:
+        # it did nothing on any tested release: Delete where another release shows that, else ask
+        return Advice(AdviceKind.DELETE if REDUNDANT in ran else AdviceKind.REVIEW, releases)
     if NEEDED in ran:
         return Advice(AdviceKind.KEEP, releases)
     if ran <= {REDUNDANT, HARMFUL}:
         return Advice(AdviceKind.DELETE, releases)
     return Advice(AdviceKind.REVIEW, releases)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One error behind a harmful or needed conclusion: on which release, on which side (`override`: the class with
+    the override, `base`: with it deleted), and the observations (`probe.name`) that show it."""
+
+    release: str
+    variant: str
+    type: str
+    message: str
+    observations: tuple[str, ...]
+
+    @property
+    def error(self) -> str:
+        """`Type: message`, as the observations spell it."""
+        return f"{self.type}: {self.message}" if self.message else self.type
+
+
+@dataclass(frozen=True)
+class Deprecated:
+    """An audited name that the base implementation warns is deprecated: from which tested release, and what to use
+    instead (None: the warning does not say)."""
+
+    since: str
+    replacement: str | None
 
 
 @dataclass(frozen=True)
@@ -240,6 +294,47 @@ class Override:
     name: str
     by_release: tuple[OnRelease, ...]  # newest first
     advice: Advice
+    kind: str = METHOD  # what the name is: METHOD or ATTRIBUTE (compat_matrix.results)
+    deprecated: Deprecated | None = None
+
+    @property
+    def oldest_first(self) -> tuple[OnRelease, ...]:
+        return tuple(reversed(self.by_release))
+
+    @property
+    def changes(self) -> tuple[str | None, str | None]:
+        """(first_changed, last_same) over the releases that ran, oldest first: the first release whose conclusion
+        is not the oldest's, and the release before it (where none changes: None, and the newest). Releases where
+        it could not run are left out; (None, None) where none ran."""
+        ran = [r for r in self.oldest_first if r.conclusion.kind != COULD_NOT_RUN]
+        if not ran:
+            return None, None
+        reference = ran[0].conclusion.kind
+        for before, now in itertools.pairwise(ran):
+            if now.conclusion.kind != reference:
+                return now.label, before.label
+        return None, ran[-1].label
+
+    @property
+    def harmful(self) -> bool:
+        return any(r.conclusion.kind == HARMFUL for r in self.by_release)
+
+    def failures(self) -> tuple[Failure, ...]:
+        """The errors behind its harmful and needed conclusions, oldest release first; contrasts that raise the same
+        error on a release are one failure, naming each observation."""
+        found = []
+        for label, conclusion in self.oldest_first:
+            if conclusion.kind not in (HARMFUL, NEEDED):
+                continue
+            seen: dict[str, list[str]] = {}
+            for c in conclusion.contrasts:
+                if c.kind == conclusion.kind and c.error:
+                    seen.setdefault(c.error, []).append(f"{c.observation.probe}.{c.observation.name}")
+            variant = "override" if conclusion.kind == HARMFUL else "base"
+            for error, observations in seen.items():
+                kind, _, message = error.partition(":")
+                found.append(Failure(label, variant, kind.strip(), message.strip(), tuple(observations)))
+        return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -260,12 +355,14 @@ class SubjectConclusions:
 
 def of_subject(target: str, methods: tuple[str, ...], rows: Sequence[Concluded]) -> SubjectConclusions:
     """`rows`: the subject's concluded rows, newest first; `methods`: the matrix file's, for a subject never run."""
-    ran = next((r.row.result.methods for r in rows if r.row.result is not None and r.row.result.methods), None)
-    methods = ran or methods
+    ran = tuple(dict.fromkeys(m for r in reversed(rows) if r.row.result is not None for m in r.row.result.methods))
+    methods = ran or methods  # with `methods` left out, each release audits what overrides something there
+    kinds = {o.name: o.kind for r in rows if r.row.result is not None for o in r.row.result.overrides}
     overrides = []
     for method in methods:
-        by_release = tuple(OnRelease(r.label, r.of(method)) for r in rows)
-        overrides.append(Override(target, method, by_release, advise(by_release)))
+        by_release = tuple(OnRelease(r.label, _on(r, method)) for r in rows)
+        kind, deprecated = kinds.get(method, METHOD), deprecated_since(rows, method)
+        overrides.append(Override(target, method, by_release, advise(by_release), kind, deprecated))
     changes = shipped_changes([(r.label, r.row.result if r.verdict.ran else None) for r in reversed(rows)])
     return SubjectConclusions(target, methods, tuple(rows), tuple(overrides), changes)
 
@@ -345,3 +442,21 @@ def _version(text: str | None) -> str | None:
         return str(Version(str(text).split("+")[0])) if text else None
     except InvalidVersion:
         return None
+
+
+def _on(row: Concluded, method: str) -> Conclusion:
+    """What deleting `method` does on one release; a name another release audits that this one did not discover
+    (the subject defines it, but no class of transformers does here) is orphaned here."""
+    audited = row.row.result is not None and method in row.row.result.methods
+    if row.verdict.ran and not audited:
+        return Conclusion(ORPHANED, why=f"no class of transformers defines {method}")
+    return row.of(method)
+
+
+def deprecated_since(rows: Sequence[Concluded], method: str) -> Deprecated | None:
+    """The first tested release (`rows` newest first) whose base implementation warns that `method` is deprecated."""
+    for row in reversed(rows):
+        found = next((d for d in row.deprecations if d.method == method), None)
+        if found is not None:
+            return Deprecated(row.label, found.replacement)
+    return None

@@ -42,6 +42,7 @@ from compat_matrix.cells import (
     result_path,
     runner_request,
 )
+from compat_matrix.probes.generic import KEPT
 from compat_matrix.progress import INSTALLING, PROBING, STARTED, state_path, write_state
 from compat_matrix.results import (
     CRASHED,
@@ -59,7 +60,7 @@ INSTALL_FAILED = Status.INSTALL_FAILED
 NO_INTERPRETER = Status.NO_INTERPRETER
 REASON_LIMIT = 400
 STAMP = ".compat-matrix-installed"  # in the environment: the fingerprint of what was installed, and what was asked
-ENV_LOCK = ".compat-matrix-lock"  # in the environment: held while a cell installs into it or runs in it
+ENV_LOCKS = ".compat-matrix-locks"  # beside the environments: one lock each, held while a cell installs or runs
 KEEP, IN_PLACE, FRESH = "keep", "in place", "fresh"  # how an environment is brought to what a cell asks for
 _SKIP = {".git", ".nox", "__pycache__", "build", "dist", ".venv", ".pytest_cache", ".ruff_cache", ".hypothesis"}
 # The in-environment modules need only the standard library, so the cell imports them from here, uninstalled.
@@ -309,13 +310,24 @@ def find_environment(
     return environment_with(Path(envdir), environment_key(spec, cell, reports, pins))
 
 
-def environment_with(envdir: Path, key: str) -> Path | None:
-    """The interpreter of an environment in `envdir` whose stamp says it holds exactly `key`, if there is one."""
+def environment_with(envdir: Path, key: str, interpreter: str | None = None) -> Path | None:
+    """The interpreter of an environment in `envdir` whose stamp says it holds exactly `key` (and, if given, whose
+    Python is `interpreter`, as its pyvenv.cfg says), if there is one."""
     for path in sorted(envdir.glob(f"*/{STAMP}")):
         stamp = read_stamp(path.parent)
-        if stamp is not None and stamp.key == key:
+        if stamp is not None and stamp.key == key and interpreter in (None, python_of(path.parent)):
             return path.parent / "bin" / "python"
     return None
+
+
+def python_of(environment: Path) -> str | None:
+    """The version of the Python an environment was made with (its pyvenv.cfg's `version_info`)."""
+    try:
+        lines = (environment / "pyvenv.cfg").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    pairs = (line.partition("=") for line in lines)
+    return next((value.strip() for name, _, value in pairs if name.strip() == "version_info"), None)
 
 
 @contextlib.contextmanager
@@ -327,7 +339,7 @@ def environment_for(python: Path, key: str) -> Iterator[Path]:
     own = python.parent.parent
     stamp = read_stamp(own)
     ready = stamp is not None and stamp.key == key
-    other = None if ready else environment_with(own.parent, key)
+    other = None if ready else environment_with(own.parent, key, python_of(own) or "unknown")
     if other is not None:
         with _held(other.parent.parent, exclusive=False):
             found = read_stamp(other.parent.parent)
@@ -340,7 +352,10 @@ def environment_for(python: Path, key: str) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def _held(environment: Path, exclusive: bool) -> Iterator[None]:
-    with open(environment / ENV_LOCK, "a", encoding="utf-8") as handle:
+    """The environment held by a lock beside it (an install that empties the environment must not take its lock)."""
+    locks = environment.parent / ENV_LOCKS
+    locks.mkdir(exist_ok=True)
+    with open(locks / f"{environment.name}.lock", "a", encoding="utf-8") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         try:
             yield
@@ -383,8 +398,10 @@ def _install(
     if how == KEEP:
         return None  # a warm environment with exactly these pins: nothing to install
     (home / STAMP).unlink(missing_ok=True)
-    # Installed files may keep the size and mtime of those they replace; their bytecode must not outlive them.
+    # Installed files may keep the size and mtime of those they replace; their bytecode must not outlive them, nor
+    # what the probes kept about the release (the call sites they parsed).
     shutil.rmtree(home / BYTECODE, ignore_errors=True)
+    shutil.rmtree(home / KEPT, ignore_errors=True)
     write_state(out, INSTALLING, started)
     commands = [[uv_binary(), "pip", "install", "--python", str(python), *uv_args(args, home)]]
     if how == FRESH:

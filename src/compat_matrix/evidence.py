@@ -26,6 +26,8 @@ SAME, DIFFERS, ORPHANED, INCONCLUSIVE = "same", "differs", "orphaned", "inconclu
 ALONE = "deleted"  # the one context of a single audited name
 WITH_REST = "the rest as shipped"  # X deleted, the other audited names kept
 WITHOUT_REST = "the rest deleted"  # X kept alone, the other audited names deleted
+TOGETHER = "deleted together"  # X and the other names judged redundant one by one, deleted at once
+JOINED = ", "  # between the names of the variant that deletes several (`base without A, B`), as variants names it
 ERROR, WARNINGS, REACHED, INCONCLUSIVE_OBSERVATION = "error", "warnings", "reached", "inconclusive"
 
 
@@ -134,3 +136,28 @@ def judge(subject: SubjectResult, name: str) -> Judgement:
     if quiet:
         why += " (" + "; ".join(f"{probe}: {text}" for probe, text in quiet) + ")"
     return Judgement(name, INCONCLUSIVE, reason=why, told_nothing=quiet)
+
+
+def redundant(subject: SubjectResult) -> tuple[str, ...]:
+    """The audited names judged `same` one by one, where several are audited: those the advice deletes together."""
+    if len(subject.methods) < 2:
+        return ()
+    return tuple(m for m in subject.methods if judge(subject, m).verdict == SAME)
+
+
+def together(subject: SubjectResult) -> tuple[Observation, ...]:
+    """Where deleting every name judged redundant one by one, at once, changes what the class as shipped does (pairs:
+    with them, without them), e.g. two overrides that each provide what the other does; empty where it changes
+    nothing, or there are not two such names. With all of them redundant, that is the class with all deleted."""
+    names = redundant(subject)
+    if len(names) < 2:
+        return ()
+    key = JOINED.join(names)
+    if set(names) == set(subject.methods):
+        pairs: Iterable[Observation] = subject.observations
+    else:
+        pairs = (
+            Observation(o.probe, o.name, o.override, dict(o.without).get(key, o.override), o.carries)
+            for o in subject.observations
+        )
+    return tuple(o for o in pairs if _differs(o) and o.name != WARNINGS)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 OK = 0
-UNMET = 1  # an expectation failed, or since the baseline a verdict flipped or an observation changed
+UNMET = 1  # an expectation failed, an override reached a --fail-on conclusion, or a baseline check failed
 BAD_INPUT = 2  # a bad matrix file, baseline or option: nothing ran
 CELL_FAILED = 3  # a cell could not run
 UNEXPECTED = 4  # a bug: the traceback is in a file
@@ -22,7 +22,7 @@ INTERRUPTED = 130
 
 MEANINGS = {
     OK: "every cell ran and every expectation held",
-    UNMET: "an expectation failed",
+    UNMET: "a check failed (an expectation, --fail-on, a baseline)",
     BAD_INPUT: "bad input, nothing ran",
     CELL_FAILED: "a cell could not run",
     UNEXPECTED: "unexpected error",
@@ -78,7 +78,7 @@ def line(outcome: Outcome) -> str:
         return exit_line(found, outcome.could_not_run, f"{plural(len(outcome.could_not_run), 'cell')} could not run")
     if found == UNMET:
         failed = outcome.failed_checks
-        return exit_line(found, failed, f"{plural(len(failed), 'expectation')} or baseline checks failed")
+        return exit_line(found, failed, f"{plural(len(failed), 'check')} failed")
     if found == OK and not outcome.checked:
         return exit_line(found, [], f"{plural(outcome.cells, 'cell')} ran")
     return exit_line(found, [])

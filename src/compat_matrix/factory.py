@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import shutil
 from collections.abc import Callable
 from typing import Any
 
@@ -83,15 +84,25 @@ def tiny_trainer(cls: type) -> Any:
     if not any(p.kind == inspect.Parameter.VAR_KEYWORD for p in taken.values()):
         given = {k: v for k, v in given.items() if k in taken}  # a trainer that evaluates on nothing
     try:
+        return _made(cls, given)
+    except BaseException:
+        shutil.rmtree(args.output_dir, ignore_errors=True)  # nobody else will know about it
+        raise
+
+
+def _made(cls: type, given: dict[str, Any]) -> Any:
+    """`cls(**given)`, or, for a library's trainer that wants more, with its rows as a datasets.Dataset and a
+    tokenizer where it takes one; what still fails says what a factory must give."""
+    try:
         return cls(**given)
-    except Exception:  # a library's trainer that wants more: its rows as a datasets.Dataset, a tokenizer
-        rows = _as_dataset(data)
+    except Exception:
+        rows = _as_dataset(given["train_dataset"]) if "train_dataset" in given else None
         more = {k: rows for k in ("train_dataset", "eval_dataset") if k in given and rows is not None}
-        if "processing_class" in taken:
+        if "processing_class" in inspect.signature(cls).parameters:
             more["processing_class"] = tiny_tokenizer()
         if not more:
             raise
-    return cls(**{**given, **more})  # what still fails says what a factory must give
+    return cls(**{**given, **more})
 
 
 def tiny_tokenizer() -> Any:
@@ -196,11 +207,11 @@ def default_factory(cls: type) -> Any:
             raise tiny.CouldNotBuild(cls, f"its model {exc.name}: {exc.why}") from exc
         except Exception as exc:  # a trainer that wants more than a model, arguments and a list of rows
             raise tiny.CouldNotBuild(cls, tiny.describe(exc)) from exc
-    config_class = getattr(cls, "config_class", object)
-    if issubclass(cls, PreTrainedModel) and not isinstance(config_class, type):  # its override deleted, say
-        raise tiny.CouldNotBuild(cls, f"its config_class is {config_class!r}, not a config class")
-    if issubclass(config_class, LlamaConfig):
+    config_class = getattr(cls, "config_class", None)
+    if isinstance(config_class, type) and issubclass(config_class, LlamaConfig):
         return tiny_causal_lm(cls)
+    if not isinstance(config_class, type):
+        raise tiny.CouldNotBuild(cls, f"its config_class is {config_class!r}, not a config class")
     if issubclass(cls, PreTrainedModel) and ("model" not in inspect.signature(cls).parameters or builds_own(cls)):
         return tiny.build(cls)
     try:

@@ -8,12 +8,15 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import random
 import signal
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from compat_matrix import tracing
+from compat_matrix.factory import SEED
 from compat_matrix.probes import ERROR, INCONCLUSIVE, REACHED, WARNINGS, Inconclusive, Probe, Values
 from compat_matrix.probes.common import jsonable, stable_text
 from compat_matrix.results import describe_exception, one_line
@@ -78,6 +81,15 @@ def logged_warnings() -> Iterator[set[str]]:
             logger.removeHandler(handler)
 
 
+def reseed(seed: int = SEED) -> None:
+    """Every random generator a probe may draw from, as at the start of every probe call: a variant that ran other
+    probes before this one (the per-name variants run only some) starts it from the same state as the others."""
+    random.seed(seed)
+    for module, call in (("torch", "manual_seed"), ("numpy.random", "seed")):
+        if module in sys.modules:
+            getattr(sys.modules[module], call)(seed)
+
+
 def call_probe(
     probe: Probe, build: Callable[[], Any], timeout: float = DEFAULT_TIMEOUT, watched: tracing.Watched | None = None
 ) -> Values:
@@ -90,6 +102,7 @@ def call_probe(
         tracing.reached(watched or {}, getattr(build, "cls", None), _static(build, watched or {})) as seen,
     ):
         warnings.simplefilter("always")
+        reseed()
         try:
             with time_limit(timeout):
                 values = dict(probe.func(build))

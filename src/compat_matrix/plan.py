@@ -40,13 +40,14 @@ from compat_matrix.spec import (
     Declared,
     MatrixError,
     MatrixSpec,
+    Subject,
     axis_specifier,
     load_all,
     matrix_files,
     show,
     timestamp,
 )
-from compat_matrix.vocabulary import ObservationName
+from compat_matrix.vocabulary import ConclusionKind, ObservationName
 
 SCHEMA = 1
 PLAN_VARIABLE = "COMPAT_MATRIX_PLAN"  # the one variable a run hands down: the path of its plan file
@@ -65,6 +66,7 @@ class Bisect:
     subject: str | None = None
     axis: str | None = None
     observation: str | None = None
+    method: str | None = None  # bisect on this audited override's conclusion
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,7 @@ class Request:
     runs: bool = False  # cells will run: plan their lanes and the releases they install
     report: bool = True  # write the reports afterwards
     bisect: Bisect | None = None
+    fail_on: tuple[str, ...] = ()  # conclusions that fail the run, as typed: "harmful,could-not-run"
 
 
 class Expansion(NamedTuple):
@@ -119,6 +122,7 @@ class Bisection:
     observation: str | None
     releases: tuple[str, ...]
     cells: tuple[Cell, ...]
+    method: str | None = None
 
     def cell(self, release: Version) -> Cell:
         return self.cells[self.releases.index(str(release))]
@@ -141,6 +145,7 @@ class Plan:
     unpinned: Mapping[str, str] = field(default_factory=dict)
     bisection: Bisection | None = None
     handed_down: bool = False  # read from its file: the process that wrote it tells each finished cell
+    fail_on: tuple[ConclusionKind, ...] = ()  # an override with one of these conclusions on any release fails the run
 
     def matrix(self, name: str) -> Matrix:
         return next(m for m in self.matrices if m.spec.name == name)
@@ -181,6 +186,7 @@ class Plan:
             "pins": None if self.pins is None else {cell: dict(p) for cell, p in self.pins.items()},
             "unpinned": dict(self.unpinned),
             "bisection": None if self.bisection is None else _bisection_json(self.bisection),
+            "fail_on": [str(kind) for kind in self.fail_on],
         }
 
     @classmethod
@@ -209,6 +215,7 @@ class Plan:
             data["pins"],
             dict(data["unpinned"]),
             None if bisection is None else _bisection(bisection),
+            fail_on=tuple(ConclusionKind(kind) for kind in data.get("fail_on", ())),
         )
 
 
@@ -230,6 +237,7 @@ def _bisection_json(b: Bisection) -> dict[str, Any]:
         "observation": b.observation,
         "releases": list(b.releases),
         "cells": [_cell_json(c) for c in b.cells],
+        "method": b.method,
     }
 
 
@@ -243,6 +251,7 @@ def _bisection(data: dict[str, Any]) -> Bisection:
         data["observation"],
         tuple(data["releases"]),
         cells_,
+        data.get("method"),
     )
 
 
@@ -287,6 +296,7 @@ def make(request: Request, loaded: Loaded | None = None, environ: Mapping[str, s
     cores = os.cpu_count() or 1
     width = _checked(lambda: request.lanes or lanes(environ, cores, physical_memory()), problems) if request.runs else 1
     bisection = _checked(lambda: _bisection_of(request.bisect, matrices, lookups), problems) if request.bisect else None
+    fail_on = fail_on_kinds(request.fail_on, problems)
     if problems:
         raise BadInput(problems)
     plan = Plan(
@@ -299,6 +309,7 @@ def make(request: Request, loaded: Loaded | None = None, environ: Mapping[str, s
         tuple(request.cells) or None,
         request.report and not request.cells and not bisection,
         bisection=bisection,
+        fail_on=fail_on,
     )
     if not request.runs:
         return plan
@@ -325,6 +336,23 @@ def _matrices(specs: Sequence[MatrixSpec], request: Request, lookups: Lookups, p
         folder = request.reports or reports_folder(matrix_spec.path, request.home)
         matrices.append(Matrix(expanded, tuple(cells(expanded)), folder, sweeps=sweeps, declared=declared))
     return matrices
+
+
+def fail_on_kinds(typed: Sequence[str], problems: list[str]) -> tuple[ConclusionKind, ...]:
+    """The conclusions `--fail-on` names (comma-separated, repeatable, `could-not-run` or `could not run`), in the
+    vocabulary's order; a word that is none goes to `problems`, with the closest one."""
+    known = {kind.option: kind for kind in ConclusionKind}
+    found: set[ConclusionKind] = set()
+    for text in typed:
+        for word in (w.strip() for w in text.split(",")):
+            key = "-".join(word.lower().split())
+            if key in known:
+                found.add(known[key])
+                continue
+            close = difflib.get_close_matches(key, list(known), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"one of {', '.join(known)}"
+            problems.append(f"--fail-on {show(word)}: not a conclusion; {hint}")
+    return tuple(kind for kind in ConclusionKind if kind in found)
 
 
 def _checked(check: Callable[[], Any], problems: list[str]) -> Any:
@@ -436,8 +464,12 @@ def _bisection_of(asked: Bisect, matrices: Sequence[Matrix], lookups: Lookups) -
     axis = asked.axis or ("transformers" if "transformers" in packages else next(iter(packages), ""))
     if axis not in packages:
         raise BadInput([f"--axis {show(axis)}: not a package axis of {matrix.spec.path} ({', '.join(packages)})"])
+    if asked.observation is not None and asked.method is not None:
+        raise BadInput(["--method and --observation: bisect on one of them"])
     if asked.observation is not None:
         _check_observation(asked.observation, matrix.spec)
+    if asked.method is not None:
+        _check_method(asked.method, next(s for s in matrix.spec.subjects if s.target == wanted))
     try:
         allowed = axis_specifier(asked.range)
     except ValueError as exc:
@@ -455,7 +487,19 @@ def _bisection_of(asked: Bisect, matrices: Sequence[Matrix], lookups: Lookups) -
         Cell(matrix.spec.name, tuple((a, str(release) if a == axis else v) for a, v in base.items()))
         for release in releases
     )
-    return Bisection(matrix.spec.name, wanted, axis, asked.range, asked.observation, tuple(map(str, releases)), tested)
+    listed = tuple(map(str, releases))
+    return Bisection(matrix.spec.name, wanted, axis, asked.range, asked.observation, listed, tested, asked.method)
+
+
+def _check_method(method: str, subject: Subject) -> None:
+    """Refuse a `--method` that is not one of the subject's audited names (where the matrix file lists them; else
+    any name a class could define)."""
+    if subject.methods and method not in subject.methods:
+        close = difflib.get_close_matches(method, list(subject.methods), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"audited: {', '.join(subject.methods)}"
+        raise BadInput([f"--method {show(method)}: not an audited name of {subject.target}; {hint}"])
+    if not method.isidentifier():
+        raise BadInput([f"--method {show(method)}: not a name a class could define"])
 
 
 _OBSERVATION = re.compile(r"\w+\.\S+")

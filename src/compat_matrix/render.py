@@ -1,8 +1,15 @@
 """Render the report: markdown that pastes into a PR, JSON for machines, CSV for spreadsheets.
 
-Pure functions that only format: the rows, their order and labels, the verdicts, the conclusions and the phrases
-were all decided before (collect → verdict → conclude). Nothing here reads a file or the clock, so unchanged
-results render to byte-identical files.
+Pure functions that only format: the rows, their order and labels, the verdicts, the conclusions, the grid and the
+words were all decided before (collect → verdict → conclude → grid, wording). Nothing here reads a file or the
+clock, so unchanged results render to byte-identical files. Each format escapes its own text, once: table cells
+given as plain text are escaped by `table`, cells already written as markdown (`Md`) only made safe for a row.
+
+The markdown, top to bottom: a title that is the answer, unmet expectations, one caution line when something is
+harmful, the decision grid (compat_matrix.grid) with its legend, deprecations on one line, what the class as
+shipped does across releases (where no harmful override already says it), changes since a baseline, the probes'
+summary table (the motivating PR's) for the subjects whose probes have one, your tests; then, collapsed, the
+evidence per override and the versions; the command that reproduces the run last.
 """
 
 from __future__ import annotations
@@ -11,30 +18,34 @@ import csv
 import html
 import io
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from compat_matrix.baseline import Change
+from compat_matrix import wording
+from compat_matrix.baseline import Change, failing
 from compat_matrix.collect import Collected
-from compat_matrix.conclude import Concluded, Override, SubjectConclusions
-from compat_matrix.results import METHOD, SCHEMA, equal
+from compat_matrix.conclude import Concluded, Override, RangeCheck, SubjectConclusions
+from compat_matrix.grid import Grid, Row
+from compat_matrix.results import Discovery
 from compat_matrix.spec import Subject
 from compat_matrix.vocabulary import ConclusionKind
-from compat_matrix.wording import Summary, advice_why, phrase, versions_text
+from compat_matrix.wording import MARKDOWN, PLAIN, Summary, phrase, spelled, versions_text
 from compat_matrix.yourtests import TEST_COLUMNS, TestsSeen
 
+SCHEMA = 2  # of the report JSON; 1 had no `status`, `counts` or the per-override changes and errors
 COLUMNS = {"override": "with override", "base": "base implementation"}
 BASE_MEANING = (
-    "*with override*: the class as shipped. *base implementation*: the class as if the audited methods were "
-    "deleted from its source, so each resolves to the nearest class after it in its MRO that defines it."
+    "*base implementation*: the class with its audited overrides deleted, so each name resolves to the next class "
+    "in its MRO that defines it."
 )
-LEGEND = " · ".join(f"`{kind.symbol}` {kind}" for kind in ConclusionKind)
-GLANCE_ABOVE = 5  # versions: more than this, or more than one subject, and the report starts with a grid
-VALUE_LIMIT = 400  # characters of one value in the details
+EVIDENCE = "<details><summary>Evidence"  # where the collapsed parts start: truncate cuts them first
+VERSIONS = "<details><summary>Versions"
 TRUNCATED = (
     "*Details cut to fit. The full report, with every observation, is in the uploaded reports "
     "(`reports/<name>.md`, `.json` and `.csv`).*"
 )
+OK, FAILING, COULD_NOT_RUN = "ok", "failing", "could not run"  # the report's `status`, as its exit code (0, 1, 3)
 
 
 @dataclass(frozen=True)
@@ -49,18 +60,49 @@ class ReportMeta:
 @dataclass(frozen=True)
 class Report:
     """Everything the files show, decided: the collected rows and observations, each cell × subject concluded,
-    per subject its conclusions (structured) and their summary (in words), unmet expectations and changes since a
-    baseline (None: no baseline given)."""
+    per subject its conclusions (structured) and their summary (plain words, for the JSON), the grid, unmet
+    expectations, what reached a `--fail-on` conclusion, and changes since a baseline (None: no baseline given)."""
 
     meta: ReportMeta
     collected: Collected
     rows: tuple[Concluded, ...]
     subjects: dict[str, SubjectConclusions]
     summaries: dict[str, Summary]
+    grid: Grid
     unmet: tuple[str, ...] = ()
     changes: tuple[Change, ...] | None = None
-    found: dict[str, str] = field(default_factory=dict)  # per module or package target: what the cells found there
-    ranges: dict[str, str] = field(default_factory=dict)  # per subject: whether the declared range is honest
+    fail_on: tuple[ConclusionKind, ...] = ()
+    failed_on: tuple[str, ...] = ()  # `Class.name: harmful on transformers 5.24.0`, per override and conclusion
+    # per module or package target: what the cells found there (newest first)
+    found: dict[str, tuple[Discovery, ...]] = field(default_factory=dict)
+    # per subject: whether each declared range is honest (where an axis sweeps one)
+    ranges: dict[str, tuple[RangeCheck, ...]] = field(default_factory=dict)
+
+    @property
+    def order(self) -> list[str]:
+        """Every tested release, newest first."""
+        return [c.label for c in self.collected.cells]
+
+    @property
+    def title(self) -> str:
+        return wording.title(self.name, [row.override for row in self.grid.rows], PLAIN)
+
+    @property
+    def name(self) -> str:
+        """What the title names: the class of the only subject, else the matrix."""
+        if len(self.meta.subjects) == 1:
+            return self.meta.subjects[0].target.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+        return self.meta.name
+
+    @property
+    def status(self) -> str:
+        if any(c.result.status != "ok" for c in self.collected.cells) or any(not r.verdict.ran for r in self.rows):
+            return COULD_NOT_RUN
+        return FAILING if self.unmet or self.failed_on or failing(list(self.changes or ())) else OK
+
+
+class Md(str):
+    """A table cell already written as markdown (code spans, emphasis): `table` only keeps it in its row."""
 
 
 _MARKUP = re.compile(r"([\\*_\[\]~])")
@@ -79,88 +121,25 @@ def inline(text: str) -> str:
     return " ".join(html.escape(text, quote=False).replace("|", "&#124;").split())
 
 
-def fmt(value: Any, limit: int | None = None) -> str:
-    """An observed value as a reader expects it: `True`, `2/2`, `use_reentrant=False, ...`, `a; b`; containers
-    inside containers in brackets: `layers=[True, False]`, `other_flags={model.model=True}`."""
-    if value is None:
-        text = "—"
-    elif isinstance(value, dict):
-        text = ", ".join(f"{k}={_nested(v)}" for k, v in sorted(value.items())) or "{}"
-    elif isinstance(value, list):
-        text = "; ".join(_nested(v) for v in value) or "(none)"
-    else:
-        text = str(value)
-    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
+def table(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub-flavoured markdown table without padding; every cell escaped once (an `Md` cell is markdown already:
+    only HTML, `|` and line breaks are made safe)."""
 
+    def safe(cell: Any) -> str:
+        return (inline(cell) or " ") if isinstance(cell, Md) else escape(cell)
 
-def _nested(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{" + fmt(value) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(_nested(v) for v in value) + "]"
-    return fmt(value)
-
-
-def table(header: list[str], rows: list[list[Any]]) -> str:
-    """A GitHub-flavoured markdown table without padding; every cell escaped."""
-    lines = ["| " + " | ".join(escape(h) if h else " " for h in header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in rows]
+    lines = ["| " + " | ".join(safe(h) if h else " " for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(safe(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
-def short_names(targets: list[str]) -> dict[str, str]:
-    names = {t: t.rsplit(":", 1)[-1].rsplit(".", 1)[-1] for t in targets}
-    return {t: n if list(names.values()).count(n) == 1 else t for t, n in names.items()}
+MERGE_ABOVE = 5  # rows: a longer probe-summary table gives neighbours that read alike one row
 
 
-def glance_grid(report: Report) -> list[str]:
-    targets = [s.target for s in report.meta.subjects]
-    labels = list(dict.fromkeys(r.label for r in report.rows))
-    if len(targets) < 2 and len(labels) <= GLANCE_ABOVE:
-        return []
-    kinds = {(r.label, r.row.target): r.conclusion.kind for r in report.rows}
-    names = short_names(targets)
-    rows = [[label, *(kinds[label, t].symbol for t in targets)] for label in labels]
-    return ["## At a glance", "", table(["", *(names[t] for t in targets)], rows), "", LEGEND, ""]
-
-
-def subject_section(report: Report, subject: Subject) -> list[str]:
-    rows = report.subjects[subject.target].rows
-    summary = report.summaries[subject.target]
-    ran = next((r.row.result for r in rows if r.row.result is not None and r.row.result.methods), None)
-    methods = ", ".join(f"`{m}`" for m in report.subjects[subject.target].methods) or "none"
-    out = [f"## `{subject.target.rsplit(':', 1)[-1]}`", "", f"`{subject.target}`, audited methods {methods}.", ""]
-    out += [f"- {inline(line)}" for line in (*summary.lines, *summary.as_shipped, *summary.deprecations)] + [""]
-    out += [f"**Recommendation:** {inline(summary.recommendation)}", ""]
-    if subject.target in report.ranges:
-        out += [f"**Declared range:** {inline(report.ranges[subject.target])}", ""]
-    if summary.told_nothing:
-        said = inline(summary.told_nothing)
-        out += [f"Told nothing (both variants failed alike, or found nothing to look at): {said}", ""]
-    if len(rows) > 1:
-        out += [f"At a glance: {inline(summary.glance)}", ""]
-    main = [
-        [
-            r.label,
-            *((r.row.override_shown, r.row.base_shown) if r.verdict.ran else (r.verdict.verdict,) * 2),
-            phrase(r.conclusion, r.verdict),
-        ]
-        for r in rows
-    ]
-    if len(main) > GLANCE_ABOVE:  # the grid lists every release; here neighbours that read alike share a row
-        main = merged(main)
-    out += [table(["", *COLUMNS.values(), "verdict"], main), ""]
-    if summary.tests is not None:
-        out += tests_section(summary.tests)
-    if ran and ran.overrides:
-        listed = ", ".join(f"`{o.name}` ({'audited' if o.audited else 'not audited'})" for o in ran.overrides)
-        out += [f"Overrides of transformers methods: {listed}.", ""]
-    return out
-
-
-def merged(rows: list[list[str]]) -> list[list[str]]:
+def merged(rows: list[list[str]], axis: bool = True) -> list[list[str]]:
     """Neighbouring rows (newest first) whose cells but the label are equal, as one row labelled with their versions
-    (`transformers 5.16.1 … 5.22.2`), so that a sweep's table stays short where nothing changes."""
+    (`transformers 5.16.1 … 5.22.2`; without `axis`, `5.16.1 … 5.22.2`), so that a sweep's table stays short where
+    nothing changes."""
     runs: list[list[list[str]]] = []
     for row in rows:
         if runs and runs[-1][-1][1:] == row[1:]:
@@ -168,7 +147,7 @@ def merged(rows: list[list[str]]) -> list[list[str]]:
         else:
             runs.append([row])
     order = [row[0] for row in rows]
-    return [[versions_text([r[0] for r in run], order), *run[0][1:]] if len(run) > 1 else run[0] for run in runs]
+    return [[versions_text([r[0] for r in run], order, axis), *run[0][1:]] for run in runs]
 
 
 def tests_section(seen: TestsSeen) -> list[str]:
@@ -191,51 +170,6 @@ def tests_section(seen: TestsSeen) -> list[str]:
     return [*out, *notes, ""] if notes else out
 
 
-def details(report: Report, subject: Subject) -> list[str]:
-    frame = report.collected.observations
-    observed = frame[frame["target"] == subject.target].to_dict("records")
-    carrying = [o for o in observed if not o["same"] and o["carries"]]
-    # equal with every audited method deleted, not with one of them deleted alone: evidence of the advice per method
-    alone = [o for o in observed if o["same"] and o["carries"] and _differs_alone(o)]
-    informing = [o for o in observed if not o["same"] and not o["carries"]]
-    differing = carrying + alone + informing  # what decides the verdict first
-    equal = [o for o in observed if o["same"] and o not in alone]
-    methods = list(dict.fromkeys(m for o in differing for m in o["base_without"]))
-
-    def name(o: dict[str, Any]) -> str:
-        return o["name"] if o["carries"] else f"{o['name']} (informs)"
-
-    said = (
-        f"{len(observed)} observations, {len(carrying)} differ"
-        + (f", {len(alone)} more with one method deleted alone" if alone else "")
-        + (f" (and {len(informing)} that only inform)" if informing else "")
-    )
-    out = [f"<details><summary><code>{html.escape(subject.target)}</code>: {said}</summary>", ""]
-    if differing:
-        header = ["", "probe", "observation", *COLUMNS.values(), *(f"without {m}" for m in methods)]
-        rows = [
-            [
-                o["label"],
-                o["probe"],
-                name(o),
-                fmt(o["override"], VALUE_LIMIT),
-                fmt(o["base"], VALUE_LIMIT),
-                *(fmt(o["base_without"].get(m), VALUE_LIMIT) for m in methods),
-            ]
-            for o in differing
-        ]
-        out += [table(header, rows), ""]
-    if equal:
-        rows = [[o["label"], o["probe"], name(o), fmt(o["override"], VALUE_LIMIT)] for o in equal]
-        out += [f"<details><summary>{len(equal)} equal observations</summary>", ""]
-        out += [table(["", "probe", "observation", "both variants"], rows), "", "</details>", ""]
-    return [*out, "</details>", ""]
-
-
-def _differs_alone(o: dict[str, Any]) -> bool:
-    return any(not equal(value, o["override"]) for value in o["base_without"].values())
-
-
 def versions_table(collected: Collected) -> str:
     results = [c.result for c in collected.cells]
     packages = list(dict.fromkeys(p for r in results for p in r.resolved))
@@ -247,34 +181,166 @@ def versions_table(collected: Collected) -> str:
 
 
 def markdown(report: Report) -> str:
-    meta = report.meta
-    out = [f"# compat-matrix: {meta.name}", ""]
+    out = [f"# {inline(wording.title(report.name, [row.override for row in report.grid.rows]))}", ""]
     if report.unmet:
         out += ["**Unmet expectations**", "", *(f"- {escape(line)}" for line in report.unmet), ""]
-    out += glance_grid(report)
-    groups: set[str] = set()
-    for subject in meta.subjects:
-        if subject.group in report.found and subject.group not in groups:
-            groups.add(subject.group)
-            out += [inline(report.found[subject.group]), ""]
-        out += subject_section(report, subject)
-    out += [BASE_MEANING, ""]
+    if report.failed_on:
+        kinds = ",".join(kind.option for kind in report.fail_on)
+        out += [f"**Fails the run** (`--fail-on {kinds}`): " + "; ".join(escape(x) for x in report.failed_on), ""]
+    out += first_screen(report)
+    out += context_lines(report)
     if report.changes is not None:
         out += ["## Changed since baseline", ""]
         out += [f"- {escape(str(c))}" for c in report.changes] or ["No changes."]
         out += [""]
-    out += ["## Details", ""]
-    for subject in meta.subjects:
-        out += details(report, subject)
-    out += ["## Versions", "", versions_table(report.collected), ""]
-    if meta.exclude_newer:
-        out += [f"Releases as of {meta.exclude_newer} (`exclude_newer`): uploaded later, they were left out.", ""]
-    out += ["## Reproduce", "", "```sh", meta.command, "```"]
+    out += summary_tables(report)
+    for subject in sorted(report.meta.subjects, key=lambda s: _first_row(report.grid, s.target)):
+        out += evidence_section(report, subject)
+    out += [f"{VERSIONS}</summary>", "", versions_table(report.collected), ""]
+    if report.meta.exclude_newer:
+        newer = report.meta.exclude_newer
+        out += [f"Releases as of {newer} (`exclude_newer`): uploaded later, they were left out.", ""]
+    out += ["</details>", "", *reproduce(report.meta)]
     return "\n".join(out) + "\n"
 
 
+def context_lines(report: Report) -> list[str]:
+    """What each module or package target stood for in the cells, and whether the declared range is honest for
+    each subject (subjects that read alike said once)."""
+    out = [inline(wording.found_line(target, found)) for target, found in report.found.items()]
+    alike: dict[str, list[str]] = {}
+    for target, checks in report.ranges.items():
+        for check in checks:
+            alike.setdefault(wording.range_line(check), []).append(target)
+    for line, targets in alike.items():
+        whose = f" ({', '.join(wording.name_of_subject(t) for t in targets)})" if report.grid.several else ""
+        out.append(f"**Declared range**{whose}: {inline(line)}")
+    return [part for line in out for part in (line, "")]
+
+
+def first_screen(report: Report) -> list[str]:
+    """The caution, the grid and its legend, deprecations, and what the class as shipped does across releases."""
+    grid, order = report.grid, report.order
+    overrides = [row.override for row in grid.rows]
+    out = []
+    caution = wording.caution(overrides, order, grid.several)
+    if caution:
+        out += [inline(caution), ""]
+    columns = [versions_text(list(c), order, axis=i == 0) for i, c in enumerate(grid.columns)]
+    rows = [
+        [
+            Md(wording.name_of(row.override, grid.several) + (" (nothing audited)" if row.nothing_audited else "")),
+            *(wording.cell(kind) for kind in row.cells),
+            Md(f"**{row.override.advice.kind}**: {wording.reason(row.override, order)}"),
+        ]
+        for row in grid.rows
+    ]
+    out += [table(["override", *columns, "advice"], rows), "", inline(wording.legend(grid.kinds)), ""]
+    deprecated = wording.deprecated_line(overrides, order, grid.several)
+    if deprecated:
+        out += [inline(deprecated), ""]
+    shipped = [
+        (f"{wording.name_of_subject(answer.target)}: " if grid.several else "") + line
+        for answer in report.subjects.values()
+        for line in wording.shipped_lines(answer, order, MARKDOWN, explained=explained(answer))
+    ]
+    out += [*(f"- {inline(line)}" for line in shipped), ""] if shipped else []
+    return out
+
+
+def explained(answer: SubjectConclusions) -> frozenset[str]:
+    """The errors of the class as shipped that a harmful override already accounts for (the caution says them)."""
+    return frozenset(f.error for o in answer.overrides for f in o.failures() if f.variant == "override")
+
+
+def summary_tables(report: Report) -> list[str]:
+    """The probes' summary per release (the motivating PR's table), for the subjects whose probes have one: one
+    subject's rows are its releases (neighbours that read alike share one past MERGE_ABOVE); with several subjects,
+    one table, a row per subject and stretch of releases that read alike. Then your own tests, per subject."""
+    subjects = sorted(report.meta.subjects, key=lambda s: _first_row(report.grid, s.target))
+    tables: list[tuple[Subject, list[list[str]]]] = []
+    for subject in subjects:
+        rows = report.subjects[subject.target].rows
+        if any(r.row.override_shown or r.row.base_shown for r in rows):
+            shown = [
+                [r.label, *((r.row.override_shown, r.row.base_shown) if r.verdict.ran else (r.verdict.verdict,) * 2)]
+                for r in rows
+            ]
+            tables.append((subject, shown))
+    out = []
+    if len(tables) == 1 and not report.grid.several:
+        ((_, shown),) = tables
+        out += [BASE_MEANING, "", table(["", *COLUMNS.values()], merged(shown) if len(shown) > MERGE_ABOVE else shown)]
+        out += [""]
+    elif tables:
+        rows = [
+            [Md(wording.name_of_subject(subject.target)), *row]
+            for subject, shown in tables
+            for row in merged(shown, axis=False)
+        ]
+        out += [BASE_MEANING, "", table(["class", _axis(report.order), *COLUMNS.values()], rows), ""]
+    for subject in subjects:
+        seen = report.summaries[subject.target].tests
+        if seen is not None:
+            out += [f"{wording.name_of_subject(subject.target)}:", ""] if report.grid.several else []
+            out += tests_section(seen)
+    return out
+
+
+def evidence_section(report: Report, subject: Subject) -> list[str]:
+    """Collapsed: per override of the subject, what differs, each error once; what told nothing; what it overrides
+    without being audited."""
+    answer, order = report.subjects[subject.target], report.order
+    several = report.grid.several
+    whose = f" for <code>{html.escape(subject.target.rsplit(':', 1)[-1])}</code>" if several else ""
+    out = [f"{EVIDENCE}{whose}: what differs, per override</summary>", ""]
+    axis = _axis(order)
+    for override in sorted(answer.overrides, key=lambda o: report.grid.rows.index(_row(report.grid, o))):
+        found = wording.what_differs(override, order)
+        out += [f"**{wording.name_of(override, False)}** ({str(override.advice.kind).lower()})", ""]
+        if found.rows:
+            out += [table([axis, "call", "with override", "deleted"], [list(r) for r in found.rows]), ""]
+        notes = [
+            *(escape(e) for e in found.errors),
+            *(escape(n) for n in found.notes),
+            *([f"{found.cut} more rows in the JSON"] if found.cut else []),
+            *([wording.left_out(found.left_out)] if found.left_out else []),
+        ]
+        out += [*(f"- {n}" for n in notes), ""] if notes else []
+    told = wording.told_nothing(answer, order)
+    if told:
+        out += [f"Told nothing (both sides failed alike, or found nothing to look at): {inline(told)}", ""]
+    ran = next((r.row.result for r in answer.rows if r.row.result is not None and r.row.result.overrides), None)
+    others = [o.name for o in ran.overrides if not o.audited] if ran else []
+    if others:
+        out += ["Not audited: " + ", ".join(f"`{name}`" for name in others) + ".", ""]
+    return [*out, "</details>", ""]
+
+
+def _row(grid: Grid, override: Override) -> Row:
+    return next(row for row in grid.rows if row.override is override)
+
+
+def _first_row(grid: Grid, target: str) -> int:
+    """Where a subject's first row is in the grid: its evidence comes in that order."""
+    return next((i for i, row in enumerate(grid.rows) if row.override.target == target), len(grid.rows))
+
+
+def _axis(order: Sequence[str]) -> str:
+    """The shared axis of the release labels (`transformers`), else `release`."""
+    axes = {label.split(" ", 1)[0] for label in order}
+    return axes.pop() if len(axes) == 1 and all("," not in label for label in order) else "release"
+
+
+def reproduce(meta: ReportMeta) -> list[str]:
+    if "`" in meta.command:
+        return [f"Matrix {escape(meta.name)}; reproduce:", "", "```sh", meta.command, "```"]
+    return [f"Matrix `{meta.name}`; reproduce: `{meta.command}`"]
+
+
 def report_json(report: Report) -> dict[str, Any]:
-    """The contract other tools read: schema, matrix, cells (newest first) with their subjects' verdicts."""
+    """The contract other tools read (schema 2, documented in the README): the answer per override first, then per
+    subject, then every cell (newest first) with its subjects' verdicts and observations. Every text is plain."""
     cells = []
     for cell in report.collected.cells:
         r = cell.result
@@ -295,7 +361,17 @@ def report_json(report: Report) -> dict[str, Any]:
         "file": report.meta.file,
         "command": report.meta.command,
         "exclude_newer": report.meta.exclude_newer,
+        "title": report.title,
+        "status": report.status,
+        "counts": report.grid.counts(),
+        "fail_on": [str(k) for k in report.fail_on],
+        "failed_on": list(report.failed_on),
         "unmet_expectations": list(report.unmet),
+        "overrides": [
+            override_json(o, report.order, report.grid.several)
+            for answer in report.subjects.values()
+            for o in answer.overrides
+        ],
         "subjects": [
             {
                 "target": target,
@@ -309,35 +385,52 @@ def report_json(report: Report) -> dict[str, Any]:
             }
             for target, summary in report.summaries.items()
         ],
-        "overrides": [override_json(o, answer) for answer in report.subjects.values() for o in answer.overrides],
         "cells": cells,
     }
     if report.found:  # module or package targets: what each stood for
-        data["found"] = dict(report.found)
+        data["found"] = {target: wording.found_line(target, found, PLAIN) for target, found in report.found.items()}
         groups = {subject.target: subject.group for subject in report.meta.subjects}
         for entry in data["subjects"]:
             entry["group"] = groups.get(entry["target"])
-    if report.ranges:
+    if any(report.ranges.values()):
         for entry in data["subjects"]:
-            entry["declared_range"] = report.ranges.get(entry["target"])
+            checks = report.ranges.get(entry["target"], ())
+            entry["declared_range"] = [wording.range_line(check, PLAIN) for check in checks]
     if report.changes is not None:
         data["changes_since_baseline"] = [c.to_json() for c in report.changes]
     return data
 
 
-def override_json(override: Override, answer: SubjectConclusions) -> dict[str, Any]:
-    """One audited override across the tested releases, for machines: the conclusion per release (and the context
-    that carried it, with several audited names), the advice and why, in plain text."""
-    order = [row.label for row in answer.rows]
-    kinds = {o.name: o.kind for row in answer.rows if row.row.result for o in row.row.result.overrides}
+def override_json(override: Override, order: Sequence[str], several: bool = False) -> dict[str, Any]:
+    """One audited override across the tested releases, for machines: its conclusion on each (oldest first) and the
+    context that carried it, the advice and its reason (the grid's words), where it first changed, the errors
+    behind its harmful and needed conclusions, and its deprecation."""
+    first_changed, last_same = override.changes
     return {
         "target": override.target,
         "name": override.name,
-        "kind": kinds.get(override.name, METHOD),
-        "by_release": {label: str(conclusion.kind) for label, conclusion in override.by_release},
-        "context": {label: c.context for label, c in override.by_release if c.context},
+        "kind": override.kind,
+        "by_release": {label: str(c.kind) for label, c in override.oldest_first},
+        "context": {label: c.context for label, c in override.oldest_first if c.context},
         "advice": str(override.advice.kind),
-        "reason": advice_why(override.advice, order),
+        "reason": wording.reason(override, order, PLAIN),
+        "first_changed": first_changed,
+        "last_same": last_same,
+        "errors": [
+            {
+                "release": f.release,
+                "variant": f.variant,
+                "type": f.type,
+                "message": f.message,
+                "observations": list(f.observations),
+            }
+            for f in override.failures()
+        ],
+        "deprecated": (
+            {"since": override.deprecated.since, "replacement": override.deprecated.replacement}
+            if override.deprecated
+            else None
+        ),
     }
 
 
@@ -351,7 +444,8 @@ def subject_json(row: Concluded) -> dict[str, Any]:
         "differs": list(decided.differs),
         "follows": list(decided.follows),
         "conclusion": row.conclusion.kind,
-        "phrase": phrase(row.conclusion, row.verdict),
+        "per_method": {method: str(c.kind) for method, c in row.per_method},
+        "phrase": phrase(row.conclusion, row.verdict, PLAIN),
         "probes": list(ran.probes) if ran else [],
         "variants": list(ran.variants) if ran else [],
         "unprobed": list(ran.unprobed) if ran else [],
@@ -382,7 +476,7 @@ def csv_text(collected: Collected) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
     for o in collected.observations.to_dict("records"):
-        values = map(fmt, (o["override"], o["base"], o["same"], o["carries"]))
+        values = map(spelled, (o["override"], o["base"], o["same"], o["carries"]))
         writer.writerow([inert(text) for text in (o["label"], o["cell"], o["target"], o["probe"], o["name"], *values)])
     return buffer.getvalue()
 
@@ -400,15 +494,17 @@ def inert(text: str) -> str:
 
 
 def truncate(markdown: str, limit: int) -> str:
-    """`markdown` in at most `limit` bytes (UTF-8): the details go first, then the versions; the grid, the
-    conclusions and the tables at the top (and the unmet expectations and changes since the baseline) stay as long
-    as they fit, and are cut at a line, with the note, only when they alone do not."""
+    """`markdown` in at most `limit` bytes (UTF-8): the evidence goes first, then the versions; the first screen
+    (the title, the grid, the caution and the tables) stays as long as it fits, and is cut at a line, with the
+    note, only when it alone does not."""
     if len(markdown.encode()) <= limit:
         return markdown
-    head, _, rest = markdown.partition("\n## Details\n")
-    _, _, tail = rest.partition("\n## Versions\n")
-    for candidate in (f"{head}\n{TRUNCATED}\n\n## Versions\n{tail}", f"{head}\n{TRUNCATED}\n"):
-        if len(candidate.encode()) <= limit:
+    head, found, rest = markdown.partition(f"\n{EVIDENCE}")
+    if not found:  # no evidence: cut before the versions
+        head, found, rest = markdown.partition(f"\n{VERSIONS}")
+    _, versions, tail = rest.partition(f"\n{VERSIONS}")
+    for candidate in (f"{head}\n{TRUNCATED}\n\n{VERSIONS}{tail}" if versions else "", f"{head}\n{TRUNCATED}\n"):
+        if candidate and len(candidate.encode()) <= limit:
             return candidate
     kept, size = [], len(TRUNCATED.encode()) + 2
     for line in head.splitlines():

@@ -10,11 +10,12 @@ the exit code needs (compat_matrix.exits.code), and `console` to the lines a run
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from compat_matrix import collect, conclude, render, verdict, wording, yourtests
+from compat_matrix import collect, conclude, grid, render, verdict, wording, yourtests
 from compat_matrix.baseline import Change, compare, failing, load_report
 from compat_matrix.cells import LOGS, Cell, ignore_housekeeping, read_result
 from compat_matrix.exits import Outcome
@@ -22,6 +23,7 @@ from compat_matrix.plan import Matrix, Plan
 from compat_matrix.probes import titles
 from compat_matrix.results import CellResult, write_json_atomic, write_text_atomic
 from compat_matrix.spec import Declared, MatrixSpec, display_path
+from compat_matrix.vocabulary import ConclusionKind
 
 
 @dataclass(frozen=True)
@@ -36,17 +38,20 @@ class Written:
     changes: tuple[Change, ...] | None  # since the baseline; None: no baseline given
     could_not_run: tuple[str, ...]  # `cell (why)`, each cell once
     cells: int
+    failed_on: tuple[str, ...] = ()  # overrides that reached a `--fail-on` conclusion, and where
+    title: str = ""
+    glances: tuple[str, ...] = ()  # per override: where its conclusion changes
 
 
 def run(plan: Plan) -> list[Written]:
-    return [report(matrix) for matrix in plan.matrices]
+    return [report(matrix, plan.fail_on) for matrix in plan.matrices]
 
 
-def report(matrix: Matrix) -> Written:
+def report(matrix: Matrix, fail_on: Sequence[ConclusionKind] = ()) -> Written:
     """One matrix's report, step by step."""
     results = load_results(matrix.spec, matrix.cells, matrix.reports)
     baseline = load_report(matrix.baseline) if matrix.baseline else None  # checked when the run was planned
-    decided = make_report(matrix.spec, results, baseline, matrix.declared)
+    decided = make_report(matrix.spec, results, baseline, fail_on, matrix.declared)
     files = rendered(decided)
     return write(matrix, files, decided, results)
 
@@ -57,11 +62,16 @@ def load_results(spec: MatrixSpec, planned: tuple[Cell, ...] | list[Cell], repor
 
 
 def make_report(
-    spec: MatrixSpec, results: list[CellResult], baseline: dict | None = None, declared: tuple[Declared, ...] = ()
+    spec: MatrixSpec,
+    results: list[CellResult],
+    baseline: dict | None = None,
+    fail_on: Sequence[ConclusionKind] = (),
+    declared: Sequence[Declared] = (),
 ) -> render.Report:
-    """collect → verdicts → conclusions (per row, then per subject) → summaries in words, and what changed since
-    `baseline`: everything the files show, decided, for render to format. A module or package target stands for
-    the classes the cells found in it; `declared`: the ranges the requirements declare for the swept axes."""
+    """collect → verdicts → conclusions (per row, then per subject) → the grid, summaries in plain words, the
+    overrides that reached a `fail_on` conclusion, and what changed since `baseline`: everything the files show,
+    decided, for render to format. A module or package target stands for the classes the cells found in it;
+    `declared`: the ranges the requirements declare for the axes swept over them."""
     expanded = collect.expand(spec.subjects, results)
     results = [collect.stand_ins(r, expanded) for r in results]
     collected = collect.collect(results, expanded)
@@ -72,27 +82,38 @@ def make_report(
         for s in expanded
     }
     summaries = {
-        target: wording.summarize(answer, yourtests.seen_tests([(r.label, r.row.result) for r in answer.rows]))
+        target: wording.summarize(
+            answer, yourtests.seen_tests([(r.label, r.row.result) for r in answer.rows]), wording.PLAIN
+        )
         for target, answer in subjects.items()
     }
+    decision = grid.make(list(subjects.values()))
     file = display_path(spec.path)
     meta = render.ReportMeta(spec.name, file, reproduce(spec, file), expanded, spec.exclude_newer)
     unmet = tuple(verdict.unmet_expectations(judged, expanded))
-    found = {
-        s.target: wording.found_line(s.target, collect.discoveries(s.target, results))
-        for s in spec.subjects
-        if s.package
-    }
-    ranges = {
-        target: said
-        for target, answer in subjects.items()
-        for check in conclude.range_checks(answer, declared)
-        if (said := wording.range_line(check))
-    }
-    decided = render.Report(meta, collected, rows, subjects, summaries, unmet, found=found, ranges=ranges)
+    order = [c.label for c in collected.cells]
+    failed = tuple(reached(decision, fail_on, order))
+    found = {s.target: tuple(d for _, d in collect.discoveries(s.target, results)) for s in spec.subjects if s.package}
+    ranges = {target: tuple(conclude.range_checks(answer, declared)) for target, answer in subjects.items()}
+    decided = render.Report(
+        meta, collected, rows, subjects, summaries, decision, unmet, None, tuple(fail_on), failed, found, ranges
+    )
     if baseline is None:
         return decided
     return replace(decided, changes=tuple(compare(baseline, render.report_json(decided))))
+
+
+def reached(decision: grid.Grid, fail_on: Sequence[ConclusionKind], order: Sequence[str]) -> list[str]:
+    """`CharacterCausalLMWrapper.gradient_checkpointing_enable: harmful on transformers 5.24.0`: every override (in
+    the grid's order) that reaches a `fail_on` conclusion on some tested release, once per conclusion."""
+    found = []
+    for row in decision.rows:
+        for kind in fail_on:
+            labels = [label for label, c in row.override.by_release if c.kind == kind]
+            if labels:
+                name = wording.name_of(row.override, True, wording.PLAIN)
+                found.append(f"{name}: {kind} on {wording.versions_text(labels, order)}")
+    return found
 
 
 REPRODUCE_HERE = "COMPAT_MATRIX={file} nox -s matrix{options}"  # in a checkout of compat-matrix
@@ -140,7 +161,24 @@ def write(matrix: Matrix, files: Files, decided: render.Report, results: list[Ce
     said = timings(results)
     write_text_atomic(reports / LOGS / f"{name}.log", said + "\n")
     failed = tuple(f"{r.cell} ({why})" for r in results if (why := verdict.could_not_run(r)))
-    return Written(name, (md, js, csv), files.markdown, said, decided.unmet, decided.changes, failed, len(results))
+    several = decided.grid.several
+    glances = tuple(  # a line per row of the grid: where its conclusion changes
+        f"{wording.name_of(row.override, several, wording.PLAIN)}: {wording.stretches(row.override)}"
+        for row in decided.grid.rows
+    )
+    return Written(
+        name,
+        (md, js, csv),
+        files.markdown,
+        said,
+        decided.unmet,
+        decided.changes,
+        failed,
+        len(results),
+        decided.failed_on,
+        decided.title,
+        glances,
+    )
 
 
 def timings(results: list[CellResult]) -> str:
@@ -159,9 +197,10 @@ def job_summary(written: Written, limit: int) -> str:
 
 def outcome(written: list[Written]) -> Outcome:
     """What the reports call for: the cells that could not run, and the checks that failed (unmet expectations,
-    and changes since the baseline that fail)."""
+    overrides that reached a `--fail-on` conclusion, and changes since the baseline that fail)."""
     failed_checks = [
         *(line for w in written for line in w.unmet),
+        *(f"--fail-on: {line}" for w in written for line in w.failed_on),
         *(str(c) for w in written for c in w.changes or () if failing([c])),
     ]
     return Outcome(
@@ -175,7 +214,9 @@ def console(written: list[Written], with_timings: bool = False) -> list[str]:
     """What a run prints once its reports are written (the timings only where no line per cell was printed)."""
     lines = []
     for w in written:
+        lines += [w.title, *(f"  {glance}" for glance in w.glances)] if w.title else []
         lines += [f"unmet expectation: {line}" for line in w.unmet]
+        lines += [f"fails on: {line}" for line in w.failed_on]
         lines += [f"since baseline: {change}" for change in w.changes or ()]
         lines += [w.timings] if with_timings else []
         lines.append(f"wrote {', '.join(display_path(p) for p in w.paths)}")

@@ -34,7 +34,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from compat_matrix import tiny, tracing, usertests, variants
+from compat_matrix import evidence, tiny, tracing, usertests, variants
 from compat_matrix.factory import Factory, default_factory, load_callable, resolve_factory
 from compat_matrix.forks import STOPPED, WATCHDOG_GRACE, Forked, die_with_parent, forked, forked_each
 from compat_matrix.observe import BUILDS_ON, DEFAULT_TIMEOUT, ProbeTimeout, call_probe
@@ -113,9 +113,13 @@ def discover_overrides(cls: type, package: str = BUILDS_ON) -> list[tuple[str, s
         if name.startswith("__"):
             continue
         origin = next((k for k in cls.__mro__[1:] if name in vars(k) and k.__module__.split(".")[0] == package), None)
-        if origin is not None:
-            kind = METHOD if isinstance(value, METHOD_TYPES) else ATTRIBUTE
-            found.append((name, f"{origin.__module__}.{origin.__qualname__}", kind))
+        if origin is None:
+            continue
+        kind = METHOD if isinstance(value, METHOD_TYPES) else ATTRIBUTE
+        inherited = vars(variants.defining_class(cls, name, after=cls))[name]
+        if kind == ATTRIBUTE and value is inherited:
+            continue  # the inherited value itself, as transformers' __init_subclass__ writes `config_class`
+        found.append((name, f"{origin.__module__}.{origin.__qualname__}", kind))
     return found
 
 
@@ -316,8 +320,13 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     everything = variants.names(methods, per_method=True) if probes else []
     # Each batch needs the results of those before it: the per-name variants the first two's, and `only X` whether
     # deleting X alone already changed something.
-    batches = (everything[:2], [v for v in everything if v.startswith(variants.WITHOUT)])
-    for batch in (*batches, [v for v in everything if v.startswith(variants.ONLY)]):
+    batches: list[Callable[[], list[str]]] = [
+        lambda: everything[:2],
+        lambda: [v for v in everything if v.startswith(variants.WITHOUT)],
+        lambda: [v for v in everything if v.startswith(variants.ONLY)],
+        lambda: together(done, probes, runs),
+    ]
+    for batch in (stage() for stage in batches):
         todo = [(variant, ran) for variant in batch if (ran := _to_run(variant, probes, runs))]
         owns = _progress_files(progress, len(todo))
         works = [work(variant, ran, own) for (variant, ran), own in zip(todo, owns, strict=True)]
@@ -390,7 +399,15 @@ def _to_run(variant: str, probes: list[Probe], runs: dict[str, dict[str, Values]
         return []  # deleting it from the class as shipped changes something: that context decides (evidence.judge)
     differed = {o.probe for o in observed if o.carries and not o.same}
     reference = runs[chosen.reference]
-    return [p for p in probes if p.name in differed or chosen.method in reference.get(p.name, {}).get(REACHED, ())]
+    ran = {p.name for p in probes if set(chosen.names) & set(reference.get(p.name, {}).get(REACHED, ()))}
+    return [p for p in probes if p.name in differed | ran]
+
+
+def together(subject: SubjectResult, probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[str]:
+    """`base without A, B`: the names judged redundant one by one (evidence.redundant, on what ran so far), deleted
+    at once, where they are two or more but not all (the class with all deleted is already compared)."""
+    names = evidence.redundant(replace(subject, observations=tuple(pair(probes, runs))))
+    return [variants.WITHOUT + variants.TOGETHER.join(names)] if 1 < len(names) < len(subject.methods) else []
 
 
 def _deleting_changes(observation: Observation, method: str) -> bool:

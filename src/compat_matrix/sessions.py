@@ -166,18 +166,21 @@ class Posargs(argparse.ArgumentParser):
 
 
 def matrix_options(posargs: Sequence[str]) -> dict[str, object]:
-    """`nox -s matrix -- [--cached] [--mutants] [--exclude-newer DATE] [--baseline OLD.json]`, as Request fields."""
+    """`nox -s matrix -- [--cached] [--mutants] [--exclude-newer DATE] [--baseline OLD.json] [--fail-on KINDS]`, as
+    Request fields."""
     parser = Posargs(prog="nox -s matrix --", add_help=False)
     parser.add_argument("--cached", action="store_true")
     parser.add_argument("--mutants", action="store_true")
     parser.add_argument("--exclude-newer")
     parser.add_argument("--baseline", type=Path, action="append", default=[])
+    parser.add_argument("--fail-on", action="append", default=[])
     args = parser.parse_args(list(posargs))
     return {
         "cached": args.cached,
         "mutants": args.mutants,
         "exclude_newer": args.exclude_newer,
         "baselines": tuple(args.baseline),
+        "fail_on": tuple(args.fail_on),
     }
 
 
@@ -189,21 +192,22 @@ def session_plan(run: Front, **asked: object) -> Plan:
 
 
 def matrix_session(session: nox.Session, run: Front) -> None:
-    """`nox -s matrix [-- --cached --mutants --exclude-newer DATE --baseline OLD.json]`: ends nox with the
-    documented exit code."""
+    """`nox -s matrix [-- --cached --mutants --exclude-newer DATE --baseline OLD.json --fail-on KINDS]`: ends nox
+    with the documented exit code."""
     envdir = Path(session.env_dir).parent
     argv = forwarded(sys.argv)
     finish(exits.guarded(lambda: run_matrix(session_plan(run, **matrix_options(session.posargs)), envdir, argv)))
 
 
 def bisect_session(session: nox.Session, run: Front) -> None:
-    """`nox -s bisect -- --subject M:C --range SPEC [--observation P.N]`: ends nox with the documented exit code."""
+    """`nox -s bisect -- --subject M:C --range SPEC [--observation P.N | --method NAME]`: ends nox with the
+    documented exit code."""
 
     def bisection() -> Outcome:
         parser = Posargs(prog="nox -s bisect --", add_help=False)
         bisect.add_arguments(parser)
         args = parser.parse_args(session.posargs)
-        asked = plan.Bisect(args.range, args.subject, args.axis, args.observation)
+        asked = plan.Bisect(args.range, args.subject, args.axis, args.observation, args.method)
         made = session_plan(run, exclude_newer=args.exclude_newer, bisect=asked, report=False)
         return run_bisect(made, Path(session.env_dir).parent, forwarded(sys.argv))
 
@@ -297,7 +301,7 @@ def run_bisect(run: Plan, envdir: Path, nox_options: Sequence[str]) -> Outcome:
             if why:
                 failed.append(f"{cell.id} ({why})")
             else:
-                found[version] = bisect.outcome(result, asked.target, asked.observation)
+                found[version] = bisect.outcome(result, asked.target, asked.observation, asked.method)
         if failed:
             raise bisect.CouldNotRun(failed)
         return found
@@ -309,10 +313,10 @@ def run_bisect(run: Plan, envdir: Path, nox_options: Sequence[str]) -> Outcome:
         return Outcome(could_not_run=tuple(exc.failed), checked=False)
     if answer.contradicted:
         envs.say("note: the outcomes change more than once in the range; the answer is one release where they do")
-    if asked.observation and set(answer.tested.values()) == {bisect.ABSENT}:
-        envs.say(f"note: no tested release observed {asked.observation}")
+    if (asked.observation or asked.method) and set(answer.tested.values()) == {bisect.ABSENT}:
+        envs.say(f"note: no tested release observed {asked.observation or asked.method}")
     path = matrix.reports / f"{matrix.spec.name}.bisect.json"
-    what = (asked.target, asked.axis, asked.range, asked.observation, matrix.spec.exclude_newer)
+    what = (asked.target, asked.axis, asked.range, asked.observation, matrix.spec.exclude_newer, asked.method)
     write_json_atomic(path, bisect.answer_json(answer, matrix.spec.name, *what))
     envs.say(f"tested {exits.plural(len(answer.tested), 'release')} in {exits.plural(len(answer.rounds), 'round')}")
     envs.say(f"wrote {path}")

@@ -4,8 +4,8 @@ audited class attributes.
 Standard library only; runs inside each cell's environment. Python calls a trace function on entering every
 frame; returning None from it asks for no line events, so the cost is one Python call per frame entered
 (about 20,000 for a `Trainer` step, a few milliseconds). Watching code objects rather than wrapping functions
-leaves every class untouched: identity checks such as transformers' `_is_overridden` see exactly what ships.
-A class attribute has no code: while a probe runs, it is read through a descriptor that notes who read it.
+leaves methods untouched: identity checks such as transformers' `_is_overridden` see exactly what ships. A class
+attribute has no code: while a probe runs, it is read through a descriptor (`Read`) that notes who read it.
 """
 
 from __future__ import annotations
@@ -33,9 +33,26 @@ def bodies(attribute: Any) -> tuple[types.CodeType, ...]:
         return tuple(code for f in (attribute.fget, attribute.fset, attribute.fdel) if f for code in bodies(f))
     if callable(attribute) and not isinstance(attribute, type):
         function = inspect.unwrap(attribute)
+        while (inner := _wrapped_without_wraps(function)) is not None:
+            function = inspect.unwrap(inner)
         code = getattr(function, "__code__", None)
         return (code,) if isinstance(code, types.CodeType) else ()
     return ()
+
+
+def _wrapped_without_wraps(function: Any) -> Any:
+    """The one function a decorator's wrapper closes over, for a decorator written without `functools.wraps`: its
+    wrapper's code is shared by everything it decorates, so it would count every one of them as run."""
+    cells = getattr(function, "__closure__", None) or ()
+    found = [cell.cell_contents for cell in cells if inspect.isfunction(_contents(cell))]
+    return found[0] if len(found) == 1 else None
+
+
+def _contents(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
 
 
 def _trace(frame: types.FrameType, event: str, arg: Any) -> None:
@@ -71,7 +88,7 @@ def called_on(frame: types.FrameType, owner: type | None) -> bool:
     return isinstance(first, owner) or (isinstance(first, type) and issubclass(first, owner))
 
 
-class _Read:
+class Read:
     """A class attribute, watched: reading it through the class or an instance calls `on_read(owner)` and gives
     the value as before. Only while a probe runs, in a variant's own child."""
 
@@ -95,7 +112,7 @@ def reads(cls: type, names: tuple[str, ...], callback: Callable[[str, type], Non
             kept[name] = (klass, vars(klass)[name])
     try:
         for name, (klass, value) in kept.items():
-            setattr(klass, name, _Read(value, lambda owner, name=name: callback(name, owner)))
+            setattr(klass, name, Read(value, lambda owner, name=name: callback(name, owner)))
         yield
     finally:
         for name, (klass, value) in kept.items():

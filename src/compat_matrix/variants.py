@@ -26,6 +26,7 @@ OVERRIDE = "override"
 BASE = "base"
 WITHOUT = "base without "  # + a name: that one deleted, the other audited names kept
 ONLY = "only "  # + a name: that one kept, the other audited names deleted
+TOGETHER = ", "  # between the names of `base without A, B`: those deleted together
 
 
 class VariantError(ValueError):
@@ -48,6 +49,14 @@ class Variant:
         return mutants.parse(self.name)[0] if self.broken else None
 
     @property
+    def names(self) -> tuple[str, ...]:
+        """The audited names a per-name variant is about: one, or for `base without A, B` (the names judged
+        redundant one by one, deleted together) several."""
+        if self.name.startswith(WITHOUT):
+            return tuple(self.name.removeprefix(WITHOUT).split(TOGETHER))
+        return (self.method,) if self.method else ()
+
+    @property
     def broken(self) -> bool:
         return self.name.startswith(mutants.PREFIX)
 
@@ -64,7 +73,7 @@ class Variant:
         if self.name == BASE:
             return methods
         if self.name.startswith(WITHOUT):
-            return (self.method,)
+            return self.names
         if self.name.startswith(ONLY):
             return tuple(m for m in methods if m != self.method)
         raise VariantError(f"unknown variant {self.name!r}")
@@ -90,10 +99,6 @@ def names(methods: tuple[str, ...], per_method: bool = False) -> list[str]:
     if not per_method or len(methods) < 2:
         return [OVERRIDE, BASE]
     return [OVERRIDE, BASE, *(WITHOUT + m for m in methods), *(ONLY + m for m in methods)]
-
-
-def deleted(variant: str, methods: tuple[str, ...]) -> tuple[str, ...]:
-    return Variant(variant).deleted(methods)
 
 
 def apply(cls: type, variant: str, methods: tuple[str, ...]) -> type:

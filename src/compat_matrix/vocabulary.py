@@ -49,6 +49,11 @@ class ConclusionKind(StrEnum):
         member.symbol = symbol
         return member
 
+    @property
+    def option(self) -> str:
+        """As an option spells it (`--fail-on could-not-run`)."""
+        return self.value.replace(" ", "-")
+
     HARMFUL = "harmful", "✗"  # something errors with the override and runs without it
     NEEDED = "needed", "+"  # something runs with the override and errors without it
     DIFFERENTLY = "behaves differently", "≠"  # values differ, or errors on both sides
@@ -77,14 +82,20 @@ class ObservationName(StrEnum):
 
 
 class ChangeKind(StrEnum):
-    """What changed between two reports. New and vanished versions only inform; the others fail a baseline check."""
+    """What changed between two reports, listed in this order. New and vanished versions, and overrides that are
+    new or gone (a deleted override, say), only inform; the others fail a baseline check."""
 
     NEW = "new version"
     VANISHED = "vanished version"
-    FLIPPED = "verdict flipped"
+    CONCLUDED = "conclusion changed"  # of one override on one release
+    NEW_OVERRIDE = "new override"
+    GONE_OVERRIDE = "override gone"
+    FLIPPED = "verdict flipped"  # of a subject whose reports hold no conclusion per override
     CHANGED = "observation changed"
     APPEARED = "observation appeared"
     GONE = "observation vanished"
 
 
-FAILING_CHANGES = frozenset({ChangeKind.FLIPPED, ChangeKind.CHANGED, ChangeKind.APPEARED, ChangeKind.GONE})
+FAILING_CHANGES = frozenset(
+    {ChangeKind.CONCLUDED, ChangeKind.FLIPPED, ChangeKind.CHANGED, ChangeKind.APPEARED, ChangeKind.GONE}
+)

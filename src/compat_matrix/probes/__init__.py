@@ -70,6 +70,9 @@ class Probe:
     informs: tuple[str, ...] = ()
     title: str = ""  # what the report calls it, e.g. "Trainer step"; default: the name in words
     kinds: tuple[str, ...] = (MODEL,)  # the kinds of subject it applies to
+    # Whether it reads the class rather than runs it (signatures, call sites): what it sees differ is what some call
+    # would do, which the probes that run the code observe themselves.
+    inspects: bool = False
 
     @property
     def doc(self) -> str:
@@ -94,6 +97,7 @@ def probe(
     informs: tuple[str, ...] = (),
     title: str = "",
     kinds: tuple[str, ...] = (MODEL,),
+    inspects: bool = False,
 ) -> Callable[[Callable[[Build], Values]], Callable[[Build], Values]]:
     """Register a probe under its function's name: it exercises the named methods; the observations named in
     `carries` (default: all) decide its verdict, those in `informs` are only shown."""
@@ -107,7 +111,9 @@ def probe(
         if name in _REGISTRY and _REGISTRY[name].func.__module__ != func.__module__:
             raise ValueError(f"a probe named {name!r} is already registered by {_REGISTRY[name].func.__module__}")
         title_ = title or name.replace("_", " ")
-        _REGISTRY[name] = Probe(name, func, tuple(exercises), summary, carries, tuple(informs), title_, tuple(kinds))
+        _REGISTRY[name] = Probe(
+            name, func, tuple(exercises), summary, carries, tuple(informs), title_, tuple(kinds), inspects
+        )
         return func
 
     return register

@@ -5,15 +5,20 @@ override (see compat_matrix.probes.outputs for the paths users take)."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import inspect
+import json
 import re
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
+from compat_matrix import tracing
 from compat_matrix.probes import ANY, Build, Values, preparation, probe
 from compat_matrix.probes.common import jsonable
+from compat_matrix.results import write_json_atomic
 from compat_matrix.variants import defining_class
 
 DIGITS = 4  # significant digits of a float in a summary: the tolerance of value comparisons
@@ -24,7 +29,10 @@ SKIPPED_FOLDER = "models"  # each model's own files call their own methods, not 
 
 
 def function_of(attribute: Any) -> Any:
-    """The function behind a class attribute (a classmethod's or staticmethod's), or None for anything else."""
+    """The function behind a class attribute (a classmethod's or staticmethod's), or None for anything else (an
+    attribute that is a value, whether or not it is being watched for reads)."""
+    if isinstance(attribute, tracing.Read):
+        attribute = attribute.value
     if isinstance(attribute, (classmethod, staticmethod)):
         return attribute.__func__
     return attribute if inspect.isfunction(attribute) or inspect.ismethoddescriptor(attribute) else None
@@ -155,8 +163,17 @@ def calls_near(text: str, name: str) -> tuple[tuple[str, int, tuple[str, ...], b
     return tuple(dict.fromkeys(found))
 
 
-def call_sites(name: str) -> list[tuple[str, int, tuple[str, ...], bool, bool]]:
-    """Where the installed transformers calls `.name(...)`: (file:line, positional count, keywords, *args, **kwargs)."""
+Site = tuple[str, int, tuple[str, ...], bool, bool]  # file:line, positional count, keywords, *args, **kwargs
+KEPT = "compat-matrix-cache"  # in the cell's environment: what depends only on the installed release
+
+
+@functools.cache
+def call_sites(name: str) -> tuple[Site, ...]:
+    """Where the installed transformers calls `.name(...)`. Parsed once per environment and release: kept beside
+    the environment (compat-matrix empties it when it installs anything there), and once per cell in memory."""
+    kept = _kept().get(name)
+    if kept is not None:
+        return tuple((at, count, tuple(keywords), starred, splat) for at, count, keywords, starred, splat in kept)
     import transformers
 
     root = Path(transformers.__file__).parent
@@ -167,7 +184,28 @@ def call_sites(name: str) -> list[tuple[str, int, tuple[str, ...], bool, bool]]:
             for called, positional, keywords, starred, splat, line in _calls_near(path, name):
                 if called == name:
                     sites.append((f"{path.relative_to(root)}:{line}", positional, keywords, starred, splat))
-    return sites
+    _keep(name, sites)
+    return tuple(sites)
+
+
+def _kept_file() -> Path:
+    import transformers
+
+    return Path(sys.prefix) / KEPT / f"call-sites-{transformers.__version__}.json"
+
+
+@functools.cache
+def _kept() -> dict[str, Any]:
+    try:
+        return json.loads(_kept_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _keep(name: str, sites: list[Site]) -> None:
+    with contextlib.suppress(OSError):  # a read-only environment parses again next time
+        _kept()[name] = sites
+        write_json_atomic(_kept_file(), _kept())
 
 
 ORPHANED_NO_BASE = "no base class defines it"
@@ -226,7 +264,7 @@ def parse_call_sites(methods: tuple[str, ...]) -> None:
         call_sites(name)
 
 
-@probe(exercises=ANY, title="transformers' calls", informs=("unused",))
+@probe(exercises=ANY, title="transformers' calls", informs=("unused",), inspects=True)
 def transformers_calls(build: Build) -> Values:
     """Per audited method: every call of `.<method>(...)` in the installed transformers (outside each model's own
     files), found by parsing its source, and the calls that the base implementation takes but what the variant
@@ -255,7 +293,7 @@ def transformers_calls(build: Build) -> Values:
     return values
 
 
-@probe(exercises=ANY, title="signature")
+@probe(exercises=ANY, title="signature", inspects=True)
 def signature(build: Build) -> Values:
     """Per audited method: the parameters of the base implementation on the installed release that what the
     variant calls cannot take (by name and kind), and the parameters whose defaults differ. With the override

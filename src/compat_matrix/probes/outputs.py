@@ -16,12 +16,13 @@ from typing import Any
 
 from compat_matrix.probes import ANY, Build, Inconclusive, Values, probe
 from compat_matrix.probes.common import attempt, batch, failed
-from compat_matrix.probes.generic import base_function, parameters
+from compat_matrix.probes.generic import accepts, base_function, parameters
 from compat_matrix.results import failure
 
 DIGITS = 4  # significant digits of a float in a summary: the tolerance of value comparisons
 _INDEX = re.compile(r"\.\d+(?=\.)")
 ACROSS_RELEASES = "across_releases"  # an observation that the report compares across cells, not variants
+CALLS = ("forward", "__call__")  # called with inputs by the probes that run the model, not with nothing
 GENERATION = ("generate", "prepare_inputs_for_generation", "can_generate", "_reorder_cache")
 
 
@@ -34,13 +35,27 @@ def rounded(x: float) -> float | str:
     return float(f"{x:.{DIGITS}g}")
 
 
+CANCELS = 1e-6  # a sum this small beside the sum of absolute values is rounding noise: it reads 0
+
+
 def tensor_summary(tensor: Any) -> Values:
-    """A tensor in a few numbers that equal when the tensors agree to about DIGITS significant digits."""
-    values = tensor.detach().double()
+    """A tensor in a few numbers that equal when the tensors agree to about DIGITS significant digits: its shape,
+    sum and sum of absolute values, and a sum weighted by position (fixed weights, drawn once from a fixed seed), so
+    that values in another order (logits of flipped classes, a sequence reversed) read otherwise."""
+    import torch
+
+    values = tensor.detach().double().reshape(-1)
+    weights = torch.rand(values.numel(), generator=torch.Generator().manual_seed(0), dtype=torch.float64) + 0.5
+    scale = values.abs().sum().item()
+
+    def quiet(total: float) -> float | str:
+        return rounded(0.0 if abs(total) <= scale * CANCELS else total)
+
     return {
-        "shape": list(values.shape),
-        "sum": rounded(values.sum().item()),
-        "abs_sum": rounded(values.abs().sum().item()),
+        "shape": list(tensor.shape),
+        "sum": quiet(values.sum().item()),
+        "abs_sum": rounded(scale),
+        "weighted": quiet((values * weights).sum().item()),
     }
 
 
@@ -210,7 +225,7 @@ def no_arguments(build: Build) -> Values:
     values: Values = {}
     for name in build.methods:
         base = base_function(build.cls, name)
-        if base is None or isinstance(inspect.getattr_static(build.cls, name, None), staticmethod):
+        if base is None or name in CALLS or isinstance(inspect.getattr_static(build.cls, name, None), staticmethod):
             continue
         required = [
             p
@@ -319,17 +334,16 @@ def save_and_load(build: Build) -> Values:
         saved = attempt(instance.save_pretrained, folder)
         if failed(saved):
             return {"saved": saved}
-        loaded = attempt(type(instance).from_pretrained, folder, output_loading_info=True)
-        if failed(loaded):
-            return {"saved": True, "loaded": loaded}
-        model, info = loaded
+        model = attempt(type(instance).from_pretrained, folder)  # as users call it
+        if failed(model):
+            return {"saved": True, "loaded": model}
         fresh = build()
         before = attempt(lambda: outputs_summary(forward(build, instance)))
         after = attempt(lambda: outputs_summary(forward(build, model)))
         return {
             "saved": True,
             "loaded": True,
-            "loading_info": {key: sorted(map(str, value)) for key, value in sorted(info.items())},
+            "loading_info": attempt(loading_info, type(instance), folder),
             "state_survived": state_survived(instance, model),
             "tied": tied(model) == tied(instance) or {"saved": tied(instance), "reloaded": tied(model)},
             "attributes": {
@@ -340,6 +354,15 @@ def save_and_load(build: Build) -> Values:
             "reloaded_output": after,
             ACROSS_RELEASES: attempt(_seeded_round_trip, build, folder),
         }
+
+
+def loading_info(cls: type, folder: str) -> Values | str:
+    """What loading reports (missing, unexpected, mismatched keys, errors), where the class's `from_pretrained`
+    takes `output_loading_info`: an override that does not is no error of the probe's making."""
+    if not accepts(parameters(cls.from_pretrained), "output_loading_info", inspect.Parameter.KEYWORD_ONLY):
+        return "from_pretrained takes no output_loading_info"
+    _, info = cls.from_pretrained(folder, output_loading_info=True)
+    return {key: sorted(map(str, value)) for key, value in sorted(info.items())}
 
 
 def _seeded_round_trip(build: Build, folder: str) -> Values:

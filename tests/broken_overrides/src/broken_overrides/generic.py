@@ -68,3 +68,14 @@ class SkipsHeadInit(LlamaForCausalLM):
     def _init_weights(self, module):
         if module is not getattr(self, "lm_head", None):
             super()._init_weights(module)
+
+
+class TiesNothingByKeys(LlamaForCausalLM):
+    """A class attribute: `_tied_weights_keys` emptied on a model whose config ties its word embeddings. From 5.0
+    transformers ties what this attribute names, so the output head becomes a second copy; 4.x ties by config."""
+
+    _tied_weights_keys = {}  # noqa: RUF012  the class attribute transformers reads, as libraries write it
+
+    def __init__(self, config):
+        config.tie_word_embeddings = True
+        super().__init__(config)
