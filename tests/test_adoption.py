@@ -386,16 +386,24 @@ def test_a_torch_wheel_on_this_machine_is_what_init_pins(tmp_path):
     assert pinned == "2.13.0" and "local wheel" in why
 
 
-def test_cells_of_one_spec_share_their_keys_with_inits_environment(tmp_path):
-    """init installs the environment a cell of the file it writes installs, so the run finds it ready."""
-    spec = load(write(tmp_path, GOOD.replace("[[subjects]]", "[[subjects]]\n")))
-    (first, *_) = cells(spec)
-    assert isinstance(first, Cell) and envs.environment_key(spec, first) == envs.environment_key(spec, first)
-
-
 def test_a_local_requirement_is_recorded_by_the_name_its_pyproject_gives(tmp_path):
     (tmp_path / "lib").mkdir()
     (tmp_path / "lib" / "pyproject.toml").write_text('[project]\nname = "my-lib"\nversion = "0.1"\n')
     spec = load(write(tmp_path, GOOD.replace('requirements = ["mylib==1.0"]', 'requirements = ["./lib"]')))
     assert spec.packages[:3] == ("transformers", "torch", "my-lib")
     assert "--reinstall-package=my-lib" in install_args(spec, cells(spec)[0])
+
+
+def test_a_matrix_file_inside_its_local_requirement_is_no_part_of_the_environment(tmp_path):
+    """`init --from .` writes the file into the checkout after installing it: the run must find that environment."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "pyproject.toml").write_text('[project]\nname = "my-lib"\n')
+    (tmp_path / "lib" / "matrix").mkdir()
+    path = tmp_path / "lib" / "matrix" / "m.toml"
+    path.write_text(textwrap.dedent(GOOD.replace('requirements = ["mylib==1.0"]', 'requirements = ["../"]')))
+    spec = load(path)
+    before = envs.environment_key(spec, cells(spec)[0])
+    path.write_text(path.read_text() + "# a comment\n")
+    assert envs.environment_key(load(path), cells(spec)[0]) == before
+    (tmp_path / "lib" / "code.py").write_text("x = 1\n")
+    assert envs.environment_key(load(path), cells(spec)[0]) != before

@@ -121,6 +121,7 @@ def local_requirements(spec: MatrixSpec) -> list[Path]:
 LOGS = ".logs"  # inside the reports folder: what changes from run to run (durations), not committed
 LOCK = ".lock"  # inside the reports folder: held by the run that writes into it
 IGNORED = f"# compat-matrix's own files: a result per cell, run logs, the run lock\n{CELLS_DIR}/\n{LOGS}/\n{LOCK}\n"
+ENVIRONMENTS_IGNORED = "# compat-matrix's environments, plans and noxfile\n*\n"  # in the environments' folder
 
 
 def ignore_housekeeping(folder: Path, text: str = IGNORED) -> None:

@@ -179,12 +179,18 @@ def tree_key(path: Path, skip: Collection[Path] = ()) -> str:
 def local_files(path: Path, skip: Collection[Path] = ()) -> list[Path]:
     """The files of a local requirement that make its code: in a git checkout what git tracks or would track (its
     .gitignore honoured), elsewhere every file; never caches, build output, virtual environments, the folders in
-    `skip` (this run's reports) or other compat-matrix reports folders (their reports and lock change every run)."""
+    `skip` (this run's reports; a file there, the matrix file itself) or other compat-matrix reports folders (their
+    reports and lock change every run)."""
     listed = _git_files(path)
     if listed is None:
         listed = [Path(top) / name for top, dirs, names in os.walk(path) for name in names]
     kept: dict[Path, bool] = {Path(folder).resolve(): False for folder in skip}
-    return sorted(f for f in listed if _kept_folder(f.parent, path, kept) and f.is_file() and not f.is_symlink())
+    files = set(kept)
+    return sorted(
+        f
+        for f in listed
+        if _kept_folder(f.parent, path, kept) and f.is_file() and not f.is_symlink() and f.resolve() not in files
+    )
 
 
 def _git_files(path: Path) -> list[Path] | None:
@@ -221,8 +227,9 @@ def environment_key(
     spec: MatrixSpec, cell: Cell, reports: Path | None = None, pins: Mapping[str, str] | None = None
 ) -> str:
     """What the environment must hold: the install arguments (ranged values pinned as `pins` say), and the contents
-    of local requirements (less the reports folder, when the matrix file sits inside one of them)."""
-    skip = [reports] if reports else []
+    of local requirements (less the reports folder and the matrix file, when they sit inside one of them: what the
+    file asks for is in the arguments)."""
+    skip = [*([reports] if reports else []), Path(spec.path)]
     args = json.dumps(install_args(spec, cell, pins))
     return fingerprint(args, *(tree_key(p, skip) for p in local_requirements(spec)))
 

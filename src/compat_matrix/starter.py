@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from compat_matrix import __version__, envs, resolve
-from compat_matrix.cells import Cell, cells, reports_folder
+from compat_matrix.cells import ENVIRONMENTS_IGNORED, Cell, cells, ignore_housekeeping, reports_folder
 from compat_matrix.exits import BadInput
 from compat_matrix.results import Discovery
 from compat_matrix.spec import DECLARED, Axis, MatrixError, MatrixSpec, Sweep, display_path, load
@@ -204,6 +204,7 @@ def look(start: Start, envdir: Path, log: Callable[[str], None] = print) -> Foun
     environment (installed as the cell installs it, so the run shares it): the newest release the package allows
     first, then the others, until one imports the package. BadInput when none can be installed."""
     reports = reports_folder(start.output, Path.cwd())
+    ignore_housekeeping(Path(envdir), ENVIRONMENTS_IGNORED)
     tried: list[str] = []
     found: Found | None = None
     for cell, pins in start.cells:
