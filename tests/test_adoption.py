@@ -14,7 +14,7 @@ import pytest
 from packaging.version import Version
 
 from compat_matrix import collect, conclude, envs, render, resolve, starter, wording
-from compat_matrix.cells import IGNORED, Cell, cells, ignore_housekeeping, install_args
+from compat_matrix.cells import IGNORED, cells, ignore_housekeeping, install_args
 from compat_matrix.report import in_checkout, make_report, reproduce
 from compat_matrix.results import CellResult, Discovery, Observation, SubjectResult
 from compat_matrix.spec import Axis, Declared, MatrixError, MatrixSpec, Subject, Sweep, load
