@@ -407,3 +407,18 @@ def test_a_matrix_file_inside_its_local_requirement_is_no_part_of_the_environmen
     assert envs.environment_key(load(path), cells(spec)[0]) == before
     (tmp_path / "lib" / "code.py").write_text("x = 1\n")
     assert envs.environment_key(load(path), cells(spec)[0]) != before
+
+
+@pytest.mark.parametrize(
+    ("wanted", "target", "found"),
+    [
+        ("mylib.models:Model", "mylib", True),
+        ("mylib.models:Model", "mylib.models", True),
+        ("mylibx.models:Model", "mylib", False),
+        ("mylib.models:Model", "mylib.models:Model", False),  # a class target matches by name, not this rule
+    ],
+)
+def test_bisect_takes_a_class_a_package_target_stands_for(wanted, target, found):
+    from compat_matrix.plan import _found_in
+
+    assert _found_in(wanted, target) is found

@@ -455,7 +455,7 @@ def _bisection_of(asked: Bisect, matrices: Sequence[Matrix], lookups: Lookups) -
     wanted = asked.subject or (subjects[0][1] if len(subjects) == 1 else None)
     if wanted is None:
         raise BadInput([f"--subject: which one? ({', '.join(t for _, t in subjects)})"])
-    found = [m for m, target in subjects if target == wanted]
+    found = [m for m, target in subjects if target == wanted or _found_in(wanted, target)]
     if len(found) != 1:
         why = "not a subject of the matrix" if not found else "a subject of several matrices: name one file"
         raise BadInput([f"--subject {show(wanted)}: {why} (subjects: {', '.join(t for _, t in subjects)})"])
@@ -500,6 +500,12 @@ def _check_method(method: str, subject: Subject) -> None:
         raise BadInput([f"--method {show(method)}: not an audited name of {subject.target}; {hint}"])
     if not method.isidentifier():
         raise BadInput([f"--method {show(method)}: not a name a class could define"])
+
+
+def _found_in(wanted: str, target: str) -> bool:
+    """Whether a class (`module:Class`) lies in a module or package target, where the cells find it."""
+    module = wanted.partition(":")[0]
+    return ":" not in target and ":" in wanted and (module == target or module.startswith(f"{target}."))
 
 
 _OBSERVATION = re.compile(r"\w+\.\S+")
