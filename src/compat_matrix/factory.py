@@ -158,8 +158,8 @@ def trained_model(cls: type) -> Any:
 
 def arguments_class(cls: type) -> type:
     """The `TrainingArguments` a `Trainer` subclass reads: the subclass of it that its `args` parameter names, else
-    the one its own module defines (a library's arguments with fields of its own, which its overrides read), else
-    transformers' own."""
+    the one its own module defines (a library's arguments with fields of its own, which its overrides read; of
+    several, the one the others subclass), else transformers' own."""
     import sys
 
     from transformers import TrainingArguments
@@ -176,7 +176,8 @@ def arguments_class(cls: type) -> type:
         and value is not TrainingArguments
         and value.__module__ == cls.__module__
     ]
-    return own[0] if len(own) == 1 else TrainingArguments
+    roots = [c for c in own if not any(c is not o and issubclass(c, o) for o in own)]  # not one's config's base
+    return roots[0] if len(roots) == 1 else TrainingArguments
 
 
 def _types(hint: Any) -> list[type]:
