@@ -203,8 +203,9 @@ def test_real_breakages_get_the_right_advice_per_override_and_release(tmp_path):
     (error,) = overrides["ValueHeadLM", "tie_weights"]["errors"][:1]
     assert (error["release"], error["variant"], error["type"]) == ("transformers 5.0.0", "override", "TypeError")
     assert "recompute_mapping" in error["message"] and error["observations"]
-    # 3. a Trainer subclass: the doubled loss on 4.45, a one-sided TypeError from 4.46
-    assert on("OldComputeLossTrainer", "compute_loss") == [different] + [harmful] * 4
+    # 3. a Trainer subclass: the doubled loss on 4.45; from 4.46 training raises TypeError, but up to 4.56 evaluation
+    # still calls it as written and doubles its loss (not safe to delete there); from 4.57 evaluation raises too
+    assert on("OldComputeLossTrainer", "compute_loss") == [different] * 2 + [harmful] * 3
     # 4, 5 and 6. generate on a PreTrainedModel without GenerationMixin: needed up to 4.51, then orphaned, and as
     # shipped generate raises (alike on both sides: that probe told nothing)
     assert on("OwnHeadLM", "prepare_inputs_for_generation") == [needed] * 2 + [orphaned] * 3

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
+from compat_matrix import evidence
 from compat_matrix.results import CellResult, Observation, SubjectResult, failure_in
 from compat_matrix.spec import Subject
 from compat_matrix.vocabulary import RAN, ObservationName, Status, VerdictKind
@@ -68,7 +69,12 @@ def decide(subject: SubjectResult, cell: CellResult | None = None) -> Verdict:
         else:
             follows = _follows(differing, subject.methods) if per_method else ()
         return Verdict(DIFFERS, None, tuple(f"{o.probe}.{o.name}" for o in differing), follows, per_method)
-    why = unobserved(subject)
+    judged = [evidence.judge(subject, m) for m in subject.methods]
+    alone = [j for j in judged if j.verdict == evidence.DIFFERS]
+    if alone:  # deleting all changes nothing, deleting one of them alone does (or some together)
+        differs = tuple(dict.fromkeys(f"{o.probe}.{o.name}" for j in alone for o in j.differing))
+        return Verdict(DIFFERS, None, differs, tuple(j.name for j in alone), per_method=True)
+    why = unobserved(subject) or "; ".join(j.reason or j.verdict for j in judged if j.verdict != evidence.SAME)
     return Verdict(VerdictKind.INCONCLUSIVE, why) if why else Verdict(SAME)
 
 
