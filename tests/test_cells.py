@@ -60,7 +60,9 @@ def test_local_projects_are_reinstalled(tmp_path):
 def test_runner_request_carries_subjects_and_packages():
     matrix = spec(Axis("transformers", ("5.x",)))
     request = runner_request(matrix, cells(matrix)[0])
-    assert request["subjects"] == [{"target": "a.b:C", "methods": ["m"], "factory": None, "tests": [], "inputs": None}]
+    assert request["subjects"] == [
+        {"target": "a.b:C", "methods": ["m"], "factory": None, "tests": [], "inputs": None, "exclude": []}
+    ]
     assert request["packages"] == ["transformers", "utf8-tokenizer", "torch"]
     assert request["mutants"] is False and request["rootdir"] == str(matrix.path.parent)
     assert "pytest" not in install_args(matrix, cells(matrix)[0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -227,3 +228,51 @@ def test_real_breakages_get_the_right_advice_per_override_and_release(tmp_path):
     markdown = (tmp_path / "reports" / "realcode.md").read_text()
     assert markdown.startswith("# realcode: delete 1, port 2 and review 6 of 11 overrides\n\n**Caution:** ")
     assert len(markdown.encode()) < 65_536
+
+
+def test_a_released_library_from_its_name_to_a_report_in_two_commands(tmp_path):
+    """`compat-matrix init llm2vec==0.2.3 --transformers 4.44.2` then `compat-matrix run`, in a new user's folder:
+    one cell, every class found built with no factory (LlamaModel, MistralModel, GemmaModel and Qwen2Model
+    subclasses), the library's version recorded, a reproduce line that works there, housekeeping out of `git
+    status`. The same release as a package target (`target = "llm2vec"`, one module left out) shares the environment
+    init installed: its classes are found in the cell and grouped in the report."""
+    command = [sys.executable, "-m", "compat_matrix.cli"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    made = subprocess.run(
+        [*command, "init", "llm2vec==0.2.3", "--transformers", "4.44.2"],
+        cwd=tmp_path, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr[-3000:]
+    assert made.stdout.splitlines()[-1] == "compat-matrix run matrix/llm2vec.toml"
+    matrix = load(tmp_path / "matrix" / "llm2vec.toml")
+    targets = [s.target for s in matrix.subjects]
+    assert "llm2vec.models.bidirectional_llama:LlamaBiModel" in targets and len(targets) == 4
+    assert matrix.requirements == ("llm2vec==0.2.3",) and not matrix.overrides  # 4.44.2 is what it allows
+    ran = subprocess.run([*command, "run", "matrix/llm2vec.toml"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True)  # fmt: skip
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    report = json.loads((tmp_path / "reports" / "llm2vec.json").read_text())
+    (cell,) = report["cells"]
+    assert cell["resolved"]["llm2vec"] == "0.2.3" and cell["resolved"]["transformers"] == "4.44.2"
+    assert {s["target"] for s in cell["subjects"]} == set(targets)
+    for subject in cell["subjects"]:  # built with no factory: the probes ran on both variants
+        assert subject["verdict"] in ("same", "differs", "inconclusive") and subject["variants"][:2] == [
+            "override",
+            "base",
+        ], subject
+    assert report["command"] == "compat-matrix run matrix/llm2vec.toml"
+    assert (tmp_path / "reports" / ".gitignore").read_text().splitlines()[1:] == [".cells/", ".logs/", ".lock"]
+    whole = (tmp_path / "matrix" / "llm2vec.toml").read_text()
+    package = tmp_path / "matrix" / "llm2vec-package.toml"
+    package.write_text(
+        whole.replace('name = "llm2vec"', 'name = "llm2vec-package"').split("[[subjects]]")[0]
+        + '[[subjects]]\ntarget = "llm2vec"\nexclude = ["llm2vec.models.bidirectional_gemma"]\n'
+    )
+    ran = subprocess.run([*command, "run", str(package)], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    assert "uv pip install" not in ran.stdout  # the environment init installed, shared
+    grouped = json.loads((tmp_path / "reports" / "llm2vec-package.json").read_text())
+    assert [s["target"] for s in grouped["subjects"]] == [t for t in targets if "gemma" not in t]
+    assert {s["group"] for s in grouped["subjects"]} == {"llm2vec"}
+    found = grouped["found"]["llm2vec"]
+    assert found.startswith("llm2vec: 3 classes found") and "left out: llm2vec.models.bidirectional_gemma" in found

@@ -5,17 +5,17 @@ Pure functions over value objects; standard library plus `packaging`, imported b
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from compat_matrix.results import CellResult, ResultFileError, read_cell_result
-from compat_matrix.spec import PYTHON, MatrixSpec, axis_requirement, is_local
+from compat_matrix.spec import PYTHON, MatrixSpec, axis_requirement, is_local, local_name
 from compat_matrix.vocabulary import Status
 
 CELLS_DIR = ".cells"  # inside the reports folder: one result file per cell, not committed
@@ -79,20 +79,27 @@ def cells(spec: MatrixSpec) -> list[Cell]:
     return [cell for cell in product if not any(set(rule) <= set(cell.axes) for rule in spec.exclude)]
 
 
+OVERRIDE = "--override="  # + a requirement: what envs writes to the overrides file it gives uv (`--override FILE`)
+
+
 def install_args(spec: MatrixSpec, cell: Cell, pins: Mapping[str, str] | None = None) -> list[str]:
     """What the installer gets: the cell's pins (exactly the release `pins` resolved a ranged value to, where it
-    did), the matrix's requirements (names or local paths), and `--exclude-newer` when the matrix sets it.
+    did), the matrix's requirements (names or local paths) and extra requirements, `--exclude-newer` when the matrix
+    sets it, and its overrides (`OVERRIDE` + a requirement: an axis package named there overridden by the cell's
+    pin, so that a library's own cap on it does not stop the cell).
 
     A local project is rebuilt whenever the environment is installed (its contents are part of the environment's
     fingerprint), so an edit to its code is what the probes see; uv would otherwise keep the copy it installed.
     """
     pins = pins or {}
-    local = [name for r in spec.requirements if is_local(r) and (name := project_name(Path(r)))]
+    local = [name for r in spec.installs if is_local(r) and (name := local_name(r))]
     pytest = ["pytest"] if any(s.tests for s in spec.subjects) else []  # only to run the subjects' own tests
-    pinned = [f"{a}=={pins[a]}" if a in pins else axis_requirement(a, v) for a, v in cell.axes if a != PYTHON]
+    pinned = {a: f"{a}=={pins[a]}" if a in pins else axis_requirement(a, v) for a, v in cell.axes if a != PYTHON}
     newer = [f"--exclude-newer={spec.exclude_newer}"] if spec.exclude_newer else []
     extra = [*pytest, *probes_need(spec, cell)]
-    return [*pinned, *spec.requirements, *extra, *newer, *(f"--reinstall-package={name}" for name in local)]
+    overrides = [OVERRIDE + pinned.get(o, o) for o in spec.overrides]
+    reinstall = [f"--reinstall-package={name}" for name in local]
+    return [*pinned.values(), *spec.installs, *extra, *newer, *overrides, *reinstall]
 
 
 PROBES_NEED = ("accelerate",)  # what transformers' Trainer needs, which the Trainer probes run in every cell
@@ -108,15 +115,23 @@ def probes_need(spec: MatrixSpec, cell: Cell) -> list[str]:
 
 
 def local_requirements(spec: MatrixSpec) -> list[Path]:
-    return [Path(r) for r in spec.requirements if is_local(r)]
+    return [Path(r) for r in spec.installs if is_local(r)]
 
 
-def project_name(path: Path) -> str | None:
-    """The distribution name a local project declares in its pyproject.toml, if it does."""
-    try:
-        return tomllib.loads((path / "pyproject.toml").read_text(encoding="utf-8"))["project"]["name"]
-    except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError):
-        return None
+LOGS = ".logs"  # inside the reports folder: what changes from run to run (durations), not committed
+LOCK = ".lock"  # inside the reports folder: held by the run that writes into it
+IGNORED = f"# compat-matrix's own files: a result per cell, run logs, the run lock\n{CELLS_DIR}/\n{LOGS}/\n{LOCK}\n"
+ENVIRONMENTS_IGNORED = "# compat-matrix's environments, plans and noxfile\n*\n"  # in the environments' folder
+
+
+def ignore_housekeeping(folder: Path, text: str = IGNORED) -> None:
+    """A `.gitignore` in `folder` (a reports folder, or the environments') that keeps compat-matrix's own files out
+    of `git status`, unless the folder has one already."""
+    path = Path(folder) / ".gitignore"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError, PermissionError), open(path, "x", encoding="utf-8") as handle:
+            handle.write(text)
 
 
 def result_path(reports: Path, cell: Cell) -> Path:
@@ -158,6 +173,7 @@ def runner_request(spec: MatrixSpec, cell: Cell) -> dict[str, Any]:
                 "factory": s.factory,
                 "tests": list(s.tests),
                 "inputs": s.inputs,
+                "exclude": list(s.exclude),
             }
             for s in spec.subjects
         ],

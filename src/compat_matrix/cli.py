@@ -115,6 +115,8 @@ def cmd_list(args: argparse.Namespace) -> Outcome:
     for matrix in made.matrices:
         for package, sweep, releases in matrix.sweeps:
             print(f"{display_path(matrix.spec.path)}: {package} {sweep}: {', '.join(releases)}", file=sys.stderr)
+        for line in found_lines(matrix):
+            print(f"{display_path(matrix.spec.path)}: {line}", file=sys.stderr)
     listed = [
         {"session": c.id, "matrix": m.spec.name, "file": display_path(m.spec.path), "requested": c.requested}
         for m in made.matrices
@@ -125,6 +127,43 @@ def cmd_list(args: argparse.Namespace) -> Outcome:
     else:
         print("\n".join(item["session"] for item in listed))
     return Outcome()
+
+
+def cmd_init(args: argparse.Namespace) -> Outcome:
+    """A starter matrix file for a package: written, validated, and the command that runs it."""
+    from compat_matrix import starter
+
+    asked = starter.Asked(
+        args.package, args.source, tuple(args.transformers), tuple(args.extra), args.output, args.force
+    )
+    envdir = (args.envdir or Path.cwd() / ".nox").resolve()
+    written = starter.init(asked, envdir, os.environ, log=lambda line: print(line, file=sys.stderr))
+    for line in written.validated:
+        print(line, file=sys.stderr)
+    print(f"wrote {display_path(written.path)}; run it:")
+    print(written.command)
+    return Outcome()
+
+
+def found_lines(matrix: plan.Matrix) -> list[str]:
+    """What each module or package target of a matrix stood for in its cells' last results (the cells find its
+    classes when they run, where the package is installed)."""
+    from compat_matrix import cells
+
+    targets = [s.target for s in matrix.spec.subjects if s.package]
+    if not targets:
+        return []
+    results = [cells.read_result(matrix.spec.name, c, matrix.reports) for c in matrix.cells]
+    lines = []
+    for target in targets:
+        seen = [(r, d) for r in results for d in r.discovered if d.target == target]
+        if not seen:
+            lines.append(f"{target}: its classes are found in each cell when it runs (no result yet)")
+            continue
+        found = list(dict.fromkeys(t for _, d in seen for t in d.subjects))
+        where = f"in the last results of {exits.plural(len(seen), 'cell')}"
+        lines.append(f"{target}: {', '.join(found) or 'no class to audit'} ({where})")
+    return lines
 
 
 def cmd_validate(args: argparse.Namespace) -> Outcome:
@@ -263,7 +302,9 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         "list",
         cmd_list,
         "list the cells of the matrix files, one nox session each",
-        "Prints one cell id a line, or with --json the cells with their matrix, file and requested versions.",
+        "Prints one cell id a line, or with --json the cells with their matrix, file and requested versions. On\n"
+        "standard error: what each sweep stands for, and the classes each module or package target stood for in\n"
+        "the cells' last results.",
         (exits.OK, exits.BAD_INPUT),
         ok="listed",
     )
@@ -293,6 +334,38 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     )
     summary.add_argument("reports", nargs="+", type=Path, metavar="REPORT.md", help="markdown reports")
     summary.add_argument("--limit", type=int, default=SUMMARY_LIMIT, help="bytes in all (default: 1,000,000)")
+
+    init = command(
+        "init",
+        cmd_init,
+        "write a starter matrix file for a package",
+        "Installs the package (its newest release, or the checkout of --from) with the newest transformers release\n"
+        "it allows and torch as this machine offers it, finds every class it defines that subclasses transformers\n"
+        "and overrides something of it, and writes matrix/<package>.toml: the requirement, the declared range of\n"
+        "transformers swept (its lowest allowed release and the newest of every minor), torch pinned, a subject per\n"
+        "class. Validates it and prints the command that runs it. The environment is kept in --envdir, and the\n"
+        "run's first cell uses it.",
+        (exits.OK, exits.BAD_INPUT),
+        ok="written",
+    )
+    init.add_argument(
+        "package", metavar="PACKAGE", help="the distribution's name on the package index, or a release of it (x==1.2)"
+    )
+    init.add_argument("--from", dest="source", type=Path, metavar="PATH", help="a local checkout to use instead")
+    init.add_argument(
+        "--transformers",
+        action="append",
+        default=[],
+        metavar="VALUE",
+        help="test these transformers values instead of the declared range (repeatable: --transformers declared "
+        "--transformers 5.x); the package's own cap is lifted where they lie outside it",
+    )
+    init.add_argument(
+        "--extra", action="append", default=[], metavar="REQ", help="what the package imports without declaring it"
+    )
+    init.add_argument("--output", type=Path, metavar="FILE", help="where to write it (default: matrix/PACKAGE.toml)")
+    init.add_argument("--force", action="store_true", help="write over an existing file")
+    init.add_argument("--envdir", type=Path, metavar="DIR", help="where the environments are kept (default: ./.nox)")
 
     validate = command(
         "validate",

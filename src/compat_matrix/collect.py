@@ -10,13 +10,13 @@ Every row carries its `rank` (newest first) and `label` (`transformers 5.24.0`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 from packaging.version import InvalidVersion, Version
 
 from compat_matrix.probes import registry
-from compat_matrix.results import CellResult, SubjectResult
+from compat_matrix.results import OK, CellResult, Discovery, SubjectResult
 from compat_matrix.spec import Subject
 
 OBSERVATION_COLUMNS = [
@@ -121,3 +121,45 @@ def collect(results: list[CellResult], subjects: tuple[Subject, ...]) -> Collect
             observations += [{**where, **o.to_json(), "same": o.same} for o in (found.observations if found else ())]
     frame = pd.DataFrame(observations, columns=OBSERVATION_COLUMNS, dtype=object)
     return Collected(tuple(cells), tuple(rows), frame)
+
+
+def expand(subjects: tuple[Subject, ...], results: list[CellResult]) -> tuple[Subject, ...]:
+    """The report's subjects: the matrix file's, each module or package target replaced by the classes the cells
+    found in it (in the order of their modules, those of the newest cell first), each keeping the target's other
+    keys and naming it as its `group`. A target that some cell could not look into (or found nothing in) stays a
+    subject of its own, so that its rows say why."""
+    out: list[Subject] = []
+    named = {s.target for s in subjects if not s.package}  # a class named on its own keeps its own keys
+    ordered = newest_first(results, varying_axes(results))
+    for subject in subjects:
+        if not subject.package:
+            out.append(subject)
+            continue
+        found = list(
+            dict.fromkeys(
+                s.target for r in ordered for s in r.subjects if s.group == subject.target and ":" in s.target
+            )
+        )
+        taken = named | {s.target for s in out}
+        for target in [t for t in found if t not in taken] or ([] if found else [subject.target]):
+            out.append(replace(subject, target=target, exclude=(), group=subject.target))
+    return tuple(out)
+
+
+def discoveries(subject: str, results: list[CellResult]) -> list[tuple[CellResult, Discovery]]:
+    """What each cell found in a module or package target, newest first."""
+    ordered = newest_first(results, varying_axes(results))
+    return [(r, d) for r in ordered for d in r.discovered if d.target == subject]
+
+
+def stand_ins(result: CellResult, subjects: tuple[Subject, ...]) -> CellResult:
+    """`result` with a subject for every class of its package targets that it did not run because it could not look
+    into the package (its import failed): that failure, under the class's name."""
+    ran = {s.target for s in result.subjects}
+    failed = {s.target: s for s in result.subjects if s.group == s.target}
+    more = [
+        replace(failed[s.group], target=s.target)
+        for s in subjects
+        if s.group in failed and s.target not in ran and failed[s.group].status != OK
+    ]
+    return replace(result, subjects=(*result.subjects, *more)) if more else result

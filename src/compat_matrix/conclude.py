@@ -1,7 +1,7 @@
 """What deleting an override does, by documented rules: a conclusion per cell and subject and per audited method,
-and across the tested releases advice per override. Pure functions over results and verdicts; standard library
-only. Rules only: the conclusions are values (a kind, the observations and errors behind it); compat_matrix.wording
-says them, in the words and escaping of each output format.
+and across the tested releases advice per override, and whether a declared range is honest. Pure functions over
+results and verdicts; standard library and packaging. Rules only: the conclusions are values (a kind, the
+observations and errors behind it); compat_matrix.wording says them, in the words and escaping of each format.
 
 The rules, per cell and subject (and per audited name, by the evidence about it alone: compat_matrix.evidence):
 - `redundant`: the verdict is `same` (per name: it ran as shipped in a probe that observed something, and no
@@ -27,11 +27,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from compat_matrix import evidence
 from compat_matrix.collect import SubjectRow
 from compat_matrix.probes import registry
 from compat_matrix.results import METHOD, Observation, SubjectResult, failure_in
 from compat_matrix.shipped import ShippedChange, shipped_changes
+from compat_matrix.spec import Declared
 from compat_matrix.verdict import Judged, Verdict
 from compat_matrix.vocabulary import AdviceKind, ConclusionKind, ObservationName, VerdictKind
 
@@ -361,6 +365,83 @@ def of_subject(target: str, methods: tuple[str, ...], rows: Sequence[Concluded])
         overrides.append(Override(target, method, by_release, advise(by_release), kind, deprecated))
     changes = shipped_changes([(r.label, r.row.result if r.verdict.ran else None) for r in reversed(rows)])
     return SubjectConclusions(target, methods, tuple(rows), tuple(overrides), changes)
+
+
+IMPORT_FAILED = "import-failed"  # a subject's status: the class as shipped cannot be imported on that release
+
+
+@dataclass(frozen=True)
+class RangeCheck:
+    """Whether a declared range is honest for one subject: every tested release (oldest first) that breaks the
+    subject lies outside it. A release breaks it where an audited override is harmful, or where the class as
+    shipped cannot be imported; a cell that could not run tells nothing."""
+
+    declared: Declared
+    tested: tuple[str, ...]  # versions of the package that told something, oldest first
+    harmful: tuple[tuple[str, tuple[str, ...]], ...]  # (override, versions where it is harmful)
+    unimportable: tuple[str, ...]  # versions where the class as shipped cannot be imported
+    supported: str | None  # the range the measurements support: ">=a,<b" (b the first that breaks) or ">=a,<=c"
+
+    @property
+    def breaking(self) -> tuple[str, ...]:
+        found = {v for _, versions in self.harmful for v in versions} | set(self.unimportable)
+        return tuple(v for v in self.tested if v in found)
+
+    @property
+    def allowed(self) -> tuple[str, ...]:
+        """The tested versions the declared range allows."""
+        spec = SpecifierSet(self.declared.specifier)
+        return tuple(v for v in self.tested if spec.contains(Version(v), prereleases=True))
+
+    @property
+    def honest(self) -> bool:
+        return not set(self.breaking) & set(self.allowed)
+
+    @property
+    def beyond(self) -> tuple[str, ...]:
+        """Tested versions outside the declared range on which nothing breaks: the range could allow them."""
+        return tuple(v for v in self.tested if v not in self.allowed and v not in self.breaking)
+
+
+def range_checks(answer: SubjectConclusions, declared: Sequence[Declared]) -> list[RangeCheck]:
+    """A check of every declared range against one subject's tested releases."""
+    return [range_check(answer, d) for d in declared]
+
+
+def range_check(answer: SubjectConclusions, declared: Declared) -> RangeCheck:
+    versions: dict[str, str] = {}  # label → version of the declared package
+    broken: list[str] = []
+    for row in answer.rows:
+        version = _version(row.row.cell.resolved.get(declared.package))
+        result = row.row.result
+        if version is None:
+            continue
+        if row.verdict.ran:
+            versions[row.label] = version
+        elif result is not None and result.status == IMPORT_FAILED and row.row.cell.status == "ok":
+            versions[row.label] = version
+            broken.append(version)
+    tested = tuple(sorted(set(versions.values()), key=Version))
+    harmful = tuple(
+        (o.name, tuple(sorted({versions[label] for label, c in o.by_release if c.kind == HARMFUL}, key=Version)))
+        for o in answer.overrides
+        if any(c.kind == HARMFUL and label in versions for label, c in o.by_release)
+    )
+    bad = {v for _, vs in harmful for v in vs} | set(broken)
+    good = [v for v in tested if v not in bad]
+    supported = None
+    if good:
+        above = [v for v in tested if v in bad and Version(v) > Version(good[0])]
+        upto = [v for v in good if not above or Version(v) < Version(above[0])]
+        supported = f">={good[0]}," + (f"<{above[0]}" if above else f"<={upto[-1]}")
+    return RangeCheck(declared, tested, harmful, tuple(sorted(set(broken), key=Version)), supported)
+
+
+def _version(text: str | None) -> str | None:
+    try:
+        return str(Version(str(text).split("+")[0])) if text else None
+    except InvalidVersion:
+        return None
 
 
 def _on(row: Concluded, method: str) -> Conclusion:

@@ -16,6 +16,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -28,8 +29,19 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
-from compat_matrix.cells import CELLS_DIR, Cell, install_args, local_requirements, result_path, runner_request
+from compat_matrix.cells import (
+    CELLS_DIR,
+    LOCK,
+    OVERRIDE,
+    Cell,
+    ignore_housekeeping,
+    install_args,
+    local_requirements,
+    result_path,
+    runner_request,
+)
 from compat_matrix.probes.generic import KEPT
 from compat_matrix.progress import INSTALLING, PROBING, STARTED, state_path, write_state
 from compat_matrix.results import (
@@ -39,6 +51,7 @@ from compat_matrix.results import (
     ResultFileError,
     read_cell_result,
     write_json_atomic,
+    write_text_atomic,
 )
 from compat_matrix.spec import MatrixSpec, is_local
 from compat_matrix.vocabulary import Status
@@ -46,7 +59,6 @@ from compat_matrix.vocabulary import Status
 INSTALL_FAILED = Status.INSTALL_FAILED
 NO_INTERPRETER = Status.NO_INTERPRETER
 REASON_LIMIT = 400
-LOCK = ".lock"
 STAMP = ".compat-matrix-installed"  # in the environment: the fingerprint of what was installed, and what was asked
 ENV_LOCKS = ".compat-matrix-locks"  # beside the environments: one lock each, held while a cell installs or runs
 KEEP, IN_PLACE, FRESH = "keep", "in place", "fresh"  # how an environment is brought to what a cell asks for
@@ -74,11 +86,36 @@ def uv_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def installer_reason(output: str) -> str:
-    """The installer's complaint in one line: its message lines, decorations stripped, joined and cut."""
+    """The installer's complaint in one line: its message lines, decorations stripped, joined and cut. Where uv
+    says that two requirements conflict, the package and both constraints first."""
     lines = [line.strip().strip(_DECORATION).strip() for line in output.splitlines()]
     useful = [line for line in lines if line and not line.startswith(("Using ", "Resolved ", "Prepared "))]
     text = " ".join(useful) or "installer failed without a message"
+    text = conflict(text) or text
     return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 1] + "…"
+
+
+# uv: "Because gliner>=0.2.29 depends on transformers>=4.51.3,<5.17.0 and you require transformers==5.24.0, …"
+_CONFLICT = re.compile(
+    r"Because (?P<who>[^\s,]+) depends on (?P<needs>[^\s,]+(?:,[<>=!~][^\s,]+)*)"
+    r" and (?P<other>you require|[^\s,]+ depends on) (?P<wants>[^\s,]+(?:,[<>=!~][^\s,]+)*)"
+)
+
+
+def conflict(text: str) -> str | None:
+    """`pins conflict: <who> requires <a>, <the cell or another package> requires <b>` from uv's explanation of a
+    resolution that failed, naming how to lift a library's cap on an axis package; None when it says no such thing."""
+    found = _CONFLICT.search(text)
+    if found is None:
+        return None
+    other = found["other"]
+    wants = "the cell pins" if other == "you require" else f"{other.removesuffix(' depends on')} requires"
+    hint = ""
+    with contextlib.suppress(InvalidRequirement):
+        package = canonicalize_name(Requirement(found["needs"]).name)
+        if other == "you require":
+            hint = f' (to test it anyway, lift the cap: overrides = ["{package}"] in [matrix])'
+    return f"pins conflict: {found['who']} requires {found['needs']}, {wants} {found['wants']}{hint}"
 
 
 def failed_result(spec: MatrixSpec, cell: Cell, status: str, reason: str) -> CellResult:
@@ -142,12 +179,18 @@ def tree_key(path: Path, skip: Collection[Path] = ()) -> str:
 def local_files(path: Path, skip: Collection[Path] = ()) -> list[Path]:
     """The files of a local requirement that make its code: in a git checkout what git tracks or would track (its
     .gitignore honoured), elsewhere every file; never caches, build output, virtual environments, the folders in
-    `skip` (this run's reports) or other compat-matrix reports folders (their reports and lock change every run)."""
+    `skip` (this run's reports; a file there, the matrix file itself) or other compat-matrix reports folders (their
+    reports and lock change every run)."""
     listed = _git_files(path)
     if listed is None:
         listed = [Path(top) / name for top, dirs, names in os.walk(path) for name in names]
     kept: dict[Path, bool] = {Path(folder).resolve(): False for folder in skip}
-    return sorted(f for f in listed if _kept_folder(f.parent, path, kept) and f.is_file() and not f.is_symlink())
+    files = set(kept)
+    return sorted(
+        f
+        for f in listed
+        if _kept_folder(f.parent, path, kept) and f.is_file() and not f.is_symlink() and f.resolve() not in files
+    )
 
 
 def _git_files(path: Path) -> list[Path] | None:
@@ -184,8 +227,9 @@ def environment_key(
     spec: MatrixSpec, cell: Cell, reports: Path | None = None, pins: Mapping[str, str] | None = None
 ) -> str:
     """What the environment must hold: the install arguments (ranged values pinned as `pins` say), and the contents
-    of local requirements (less the reports folder, when the matrix file sits inside one of them)."""
-    skip = [reports] if reports else []
+    of local requirements (less the reports folder and the matrix file, when they sit inside one of them: what the
+    file asks for is in the arguments)."""
+    skip = [*([reports] if reports else []), Path(spec.path)]
     args = json.dumps(install_args(spec, cell, pins))
     return fingerprint(args, *(tree_key(p, skip) for p in local_requirements(spec)))
 
@@ -196,6 +240,11 @@ def asked(args: Iterable[str]) -> frozenset[str]:
     out = set()
     for arg in args:
         if arg.startswith("--reinstall-package="):
+            continue
+        if arg.startswith(OVERRIDE):  # what is overridden stays asked for whatever release it is pinned to
+            with contextlib.suppress(InvalidRequirement):
+                arg = OVERRIDE + canonicalize_name(Requirement(arg.removeprefix(OVERRIDE)).name)
+            out.add(arg)
             continue
         try:
             out.add(arg if arg.startswith("-") or is_local(arg) else canonicalize_name(Requirement(arg).name))
@@ -361,7 +410,7 @@ def _install(
     shutil.rmtree(home / BYTECODE, ignore_errors=True)
     shutil.rmtree(home / KEPT, ignore_errors=True)
     write_state(out, INSTALLING, started)
-    commands = [[uv_binary(), "pip", "install", "--python", str(python), *args]]
+    commands = [[uv_binary(), "pip", "install", "--python", str(python), *uv_args(args, home)]]
     if how == FRESH:
         commands.insert(0, [uv_binary(), "venv", "--clear", "--quiet", "--python", str(python), str(home)])
     for command in commands:
@@ -379,7 +428,57 @@ def _install(
         if done.returncode != 0:
             log(done.stderr.strip())
             return failed_result(spec, cell, INSTALL_FAILED, installer_reason(done.stderr + done.stdout))
+    why = mismatched_builds(installed(python))
+    if why:
+        return failed_result(spec, cell, INSTALL_FAILED, why)
     write_json_atomic(home / STAMP, Stamp(environment, asked(args)).to_json())
+    return None
+
+
+OVERRIDES = "compat-matrix-overrides.txt"  # in the environment: the overrides uv gets (`--override`)
+
+
+def uv_args(args: list[str], home: Path) -> list[str]:
+    """The install arguments as uv takes them: the overrides (cells.OVERRIDE + a requirement) in a file of the
+    environment, given with `--override`."""
+    overrides = [arg.removeprefix(OVERRIDE) for arg in args if arg.startswith(OVERRIDE)]
+    rest = [arg for arg in args if not arg.startswith(OVERRIDE)]
+    if not overrides:
+        return rest
+    write_text_atomic(home / OVERRIDES, "\n".join(overrides) + "\n")
+    return [*rest, "--override", str(home / OVERRIDES)]
+
+
+BUILT_AGAINST_TORCH = ("torchvision", "torchaudio", "torchtext")  # each build loads only beside its own torch build
+
+
+def installed(python: Path) -> dict[str, str]:
+    """The distributions in the environment of `python`, by canonical name, with their versions (uv's list)."""
+    done = subprocess.run(
+        [uv_binary(), "pip", "list", "--python", str(python), "--format", "json"], capture_output=True, text=True
+    )
+    try:
+        return {canonicalize_name(p["name"]): p["version"] for p in json.loads(done.stdout)}
+    except (ValueError, KeyError, TypeError):
+        return {}
+
+
+def mismatched_builds(versions: Mapping[str, str]) -> str | None:
+    """Why packages built against torch cannot load beside the installed torch (a CUDA torchvision from the package
+    index beside a CPU torch from local wheels: `torchvision::nms does not exist`), or None. Their builds must come
+    from the same source as torch: its local label (`+cpu`) says which."""
+    torch = versions.get("torch")
+    if torch is None:
+        return None
+    label = Version(torch).local
+    for name in BUILT_AGAINST_TORCH:
+        if name in versions and Version(versions[name]).local != label:
+            build = f"a {label} build" if label else "a build of the package index"
+            return (
+                f"{name} {versions[name]} cannot load beside torch {torch}: it is not {build}; install both from "
+                f"one source (a {name} wheel beside the torch wheel in the find-links folder, or uv's torch "
+                "backend: UV_TORCH_BACKEND=cpu)"
+            )
     return None
 
 
@@ -392,16 +491,7 @@ def _probe(spec: MatrixSpec, cell: Cell, python: Path, out: Path, deadline: floa
     raw = out.with_suffix(".runner.json")
     out.unlink(missing_ok=True)
     raw.unlink(missing_ok=True)
-    home = python.parent.parent
-    env = {
-        **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
-        **bytecode_environment(home),
-        "PYTHONPATH": str(runner_path(home)),
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        # Tiny models: one thread per cell is fastest, and cells already run one per core.
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-    }
+    env = runner_environment(python.parent.parent)
     command = [str(python), "-m", "compat_matrix.runner", str(request), str(raw)]
     begun = time.monotonic()
     # Its own process group, so that a cell past its limit is stopped with every subject it forked.
@@ -429,6 +519,40 @@ def _probe(spec: MatrixSpec, cell: Cell, python: Path, out: Path, deadline: floa
         raw.unlink(missing_ok=True)
     outside = round(time.monotonic() - begun - (result.seconds or 0.0), 3)
     return replace(result, phases=(("start the interpreter, write the result", outside), *result.phases))
+
+
+def runner_environment(home: Path) -> dict[str, str]:
+    """The variables of the probe runner in the environment `home`: compat_matrix importable from there alone, its
+    own bytecode, no model hub."""
+    return {
+        **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+        **bytecode_environment(home),
+        "PYTHONPATH": str(runner_path(home)),
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        # Tiny models: one thread per cell is fastest, and cells already run one per core.
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    }
+
+
+def prepared(
+    home: Path, spec: MatrixSpec, cell: Cell, reports: Path, pins: Mapping[str, str] | None = None, log=print
+) -> tuple[Path, str | None]:
+    """An environment at `home`, made if need be, holding exactly what `cell` installs (as a cell's would, stamp
+    and all, so that the cell shares it later instead of installing again); its interpreter, and why it could not
+    be installed (None when it was)."""
+    python = home / "bin" / "python"
+    if not python.exists():
+        wanted = ["--python", cell.python] if cell.python else ["--python", sys.executable]
+        done = subprocess.run([uv_binary(), "venv", "--quiet", *wanted, str(home)], capture_output=True, text=True)
+        if done.returncode != 0:
+            return python, installer_reason(done.stderr + done.stdout)
+    environment, args = environment_key(spec, cell, reports, pins), install_args(spec, cell, pins)
+    out = home / "compat-matrix-init.json"  # where _install says that it is installing
+    with _held(home, exclusive=True):
+        failed = _install(spec, cell, python, (environment, args), time.monotonic() + spec.cell_timeout, log, out, 0)
+    state_path(out).unlink(missing_ok=True)
+    return python, failed.reason if failed else None
 
 
 def bytecode_environment(environment: Path) -> dict[str, str]:
@@ -470,6 +594,7 @@ def write_unavailable(spec: MatrixSpec, cell: Cell, reports: Path) -> CellResult
 def run_lock(reports: Path, log=print) -> Iterator[None]:
     """One matrix run at a time per reports folder: a second run waits, saying for whom, instead of mixing files."""
     reports.mkdir(parents=True, exist_ok=True)
+    ignore_housekeeping(reports)
     path = reports / LOCK
     with open(path, "a+", encoding="utf-8") as handle:
         try:

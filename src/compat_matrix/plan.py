@@ -37,6 +37,7 @@ from compat_matrix.exits import BadInput
 from compat_matrix.results import write_json_atomic
 from compat_matrix.spec import (
     PYTHON,
+    Declared,
     MatrixError,
     MatrixSpec,
     Subject,
@@ -106,6 +107,7 @@ class Matrix:
     reports: Path
     baseline: Path | None = None  # an earlier report of this matrix, checked
     sweeps: tuple[Expansion, ...] = ()
+    declared: tuple[Declared, ...] = ()  # the ranges the requirements declare for axes swept over them
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,7 @@ class Plan:
                     "reports": str(m.reports),
                     "baseline": str(m.baseline) if m.baseline else None,
                     "sweeps": [[package, sweep, list(releases)] for package, sweep, releases in m.sweeps],
+                    "declared": [d.to_json() for d in m.declared],
                 }
                 for m in self.matrices
             ],
@@ -195,6 +198,7 @@ class Plan:
                 Path(m["reports"]),
                 Path(m["baseline"]) if m["baseline"] else None,
                 tuple(Expansion(package, sweep, tuple(releases)) for package, sweep, releases in m["sweeps"]),
+                tuple(Declared.from_json(d) for d in m.get("declared", ())),
             )
             for m in data["matrices"]
         )
@@ -322,14 +326,15 @@ def _matrices(specs: Sequence[MatrixSpec], request: Request, lookups: Lookups, p
         matrix_spec = replace(raw, exclude_newer=newer or raw.exclude_newer, mutants=raw.mutants or request.mutants)
         releases_of = lookups(matrix_spec.exclude_newer)
         try:
-            swept = resolve.expansions(matrix_spec, releases_of)
+            declared = tuple(resolve.declared_ranges(matrix_spec, lookups.metadata(matrix_spec.exclude_newer)))
+            swept = resolve.expansions(matrix_spec, releases_of, declared)
         except MatrixError as exc:
             problems += exc.problems
             continue
-        expanded = resolve.expand(matrix_spec, releases_of)
+        expanded = resolve.expand(matrix_spec, releases_of, declared)
         sweeps = tuple(Expansion(package, str(sweep), tuple(map(str, found))) for package, sweep, found in swept)
         folder = request.reports or reports_folder(matrix_spec.path, request.home)
-        matrices.append(Matrix(expanded, tuple(cells(expanded)), folder, sweeps=sweeps))
+        matrices.append(Matrix(expanded, tuple(cells(expanded)), folder, sweeps=sweeps, declared=declared))
     return matrices
 
 
@@ -365,11 +370,18 @@ class Lookups:
     def __init__(self, environ: Mapping[str, str]):
         self.environ = environ
         self.made: dict[str | None, Callable[[str], tuple[Version, ...]]] = {}
+        self.read: dict[str | None, Callable[[str], resolve.Metadata]] = {}
 
     def __call__(self, exclude_newer: str | None) -> Callable[[str], tuple[Version, ...]]:
         if exclude_newer not in self.made:
             self.made[exclude_newer] = resolve.lookup(self.environ, exclude_newer)
         return self.made[exclude_newer]
+
+    def metadata(self, exclude_newer: str | None) -> Callable[[str], resolve.Metadata]:
+        """What a requirement's distribution declares (resolve.requires), each read once per plan."""
+        if exclude_newer not in self.read:
+            self.read[exclude_newer] = resolve.metadata_reader(self.environ, exclude_newer)
+        return self.read[exclude_newer]
 
 
 def _timestamp(value: str | None, problems: list[str]) -> str | None:
@@ -443,7 +455,7 @@ def _bisection_of(asked: Bisect, matrices: Sequence[Matrix], lookups: Lookups) -
     wanted = asked.subject or (subjects[0][1] if len(subjects) == 1 else None)
     if wanted is None:
         raise BadInput([f"--subject: which one? ({', '.join(t for _, t in subjects)})"])
-    found = [m for m, target in subjects if target == wanted]
+    found = [m for m, target in subjects if target == wanted or _found_in(wanted, target)]
     if len(found) != 1:
         why = "not a subject of the matrix" if not found else "a subject of several matrices: name one file"
         raise BadInput([f"--subject {show(wanted)}: {why} (subjects: {', '.join(t for _, t in subjects)})"])
@@ -488,6 +500,12 @@ def _check_method(method: str, subject: Subject) -> None:
         raise BadInput([f"--method {show(method)}: not an audited name of {subject.target}; {hint}"])
     if not method.isidentifier():
         raise BadInput([f"--method {show(method)}: not a name a class could define"])
+
+
+def _found_in(wanted: str, target: str) -> bool:
+    """Whether a class (`module:Class`) lies in a module or package target, where the cells find it."""
+    module = wanted.partition(":")[0]
+    return ":" not in target and ":" in wanted and (module == target or module.startswith(f"{target}."))
 
 
 _OBSERVATION = re.compile(r"\w+\.\S+")

@@ -19,14 +19,15 @@ import html
 import io
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from compat_matrix import wording
 from compat_matrix.baseline import Change, failing
 from compat_matrix.collect import Collected
-from compat_matrix.conclude import Concluded, Override, SubjectConclusions
+from compat_matrix.conclude import Concluded, Override, RangeCheck, SubjectConclusions
 from compat_matrix.grid import Grid, Row
+from compat_matrix.results import Discovery
 from compat_matrix.spec import Subject
 from compat_matrix.vocabulary import ConclusionKind
 from compat_matrix.wording import MARKDOWN, PLAIN, Summary, phrase, spelled, versions_text
@@ -72,6 +73,10 @@ class Report:
     changes: tuple[Change, ...] | None = None
     fail_on: tuple[ConclusionKind, ...] = ()
     failed_on: tuple[str, ...] = ()  # `Class.name: harmful on transformers 5.24.0`, per override and conclusion
+    # per module or package target: what the cells found there (newest first)
+    found: dict[str, tuple[Discovery, ...]] = field(default_factory=dict)
+    # per subject: whether each declared range is honest (where an axis sweeps one)
+    ranges: dict[str, tuple[RangeCheck, ...]] = field(default_factory=dict)
 
     @property
     def order(self) -> list[str]:
@@ -183,6 +188,7 @@ def markdown(report: Report) -> str:
         kinds = ",".join(kind.option for kind in report.fail_on)
         out += [f"**Fails the run** (`--fail-on {kinds}`): " + "; ".join(escape(x) for x in report.failed_on), ""]
     out += first_screen(report)
+    out += context_lines(report)
     if report.changes is not None:
         out += ["## Changed since baseline", ""]
         out += [f"- {escape(str(c))}" for c in report.changes] or ["No changes."]
@@ -196,6 +202,20 @@ def markdown(report: Report) -> str:
         out += [f"Releases as of {newer} (`exclude_newer`): uploaded later, they were left out.", ""]
     out += ["</details>", "", *reproduce(report.meta)]
     return "\n".join(out) + "\n"
+
+
+def context_lines(report: Report) -> list[str]:
+    """What each module or package target stood for in the cells, and whether the declared range is honest for
+    each subject (subjects that read alike said once)."""
+    out = [inline(wording.found_line(target, found)) for target, found in report.found.items()]
+    alike: dict[str, list[str]] = {}
+    for target, checks in report.ranges.items():
+        for check in checks:
+            alike.setdefault(wording.range_line(check), []).append(target)
+    for line, targets in alike.items():
+        whose = f" ({', '.join(wording.name_of_subject(t) for t in targets)})" if report.grid.several else ""
+        out.append(f"**Declared range**{whose}: {inline(line)}")
+    return [part for line in out for part in (line, "")]
 
 
 def first_screen(report: Report) -> list[str]:
@@ -367,6 +387,15 @@ def report_json(report: Report) -> dict[str, Any]:
         ],
         "cells": cells,
     }
+    if report.found:  # module or package targets: what each stood for
+        data["found"] = {target: wording.found_line(target, found, PLAIN) for target, found in report.found.items()}
+        groups = {subject.target: subject.group for subject in report.meta.subjects}
+        for entry in data["subjects"]:
+            entry["group"] = groups.get(entry["target"])
+    if any(report.ranges.values()):
+        for entry in data["subjects"]:
+            checks = report.ranges.get(entry["target"], ())
+            entry["declared_range"] = [wording.range_line(check, PLAIN) for check in checks]
     if report.changes is not None:
         data["changes_since_baseline"] = [c.to_json() for c in report.changes]
     return data

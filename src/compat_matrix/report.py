@@ -17,15 +17,13 @@ from typing import Any
 
 from compat_matrix import collect, conclude, grid, render, verdict, wording, yourtests
 from compat_matrix.baseline import Change, compare, failing, load_report
-from compat_matrix.cells import Cell, read_result
+from compat_matrix.cells import LOGS, Cell, ignore_housekeeping, read_result
 from compat_matrix.exits import Outcome
 from compat_matrix.plan import Matrix, Plan
 from compat_matrix.probes import titles
 from compat_matrix.results import CellResult, write_json_atomic, write_text_atomic
-from compat_matrix.spec import MatrixSpec, display_path
+from compat_matrix.spec import Declared, MatrixSpec, display_path
 from compat_matrix.vocabulary import ConclusionKind
-
-LOGS = ".logs"  # inside the reports folder: what changes from run to run (durations), not committed
 
 
 @dataclass(frozen=True)
@@ -53,7 +51,7 @@ def report(matrix: Matrix, fail_on: Sequence[ConclusionKind] = ()) -> Written:
     """One matrix's report, step by step."""
     results = load_results(matrix.spec, matrix.cells, matrix.reports)
     baseline = load_report(matrix.baseline) if matrix.baseline else None  # checked when the run was planned
-    decided = make_report(matrix.spec, results, baseline, fail_on)
+    decided = make_report(matrix.spec, results, baseline, fail_on, matrix.declared)
     files = rendered(decided)
     return write(matrix, files, decided, results)
 
@@ -68,16 +66,20 @@ def make_report(
     results: list[CellResult],
     baseline: dict | None = None,
     fail_on: Sequence[ConclusionKind] = (),
+    declared: Sequence[Declared] = (),
 ) -> render.Report:
     """collect → verdicts → conclusions (per row, then per subject) → the grid, summaries in plain words, the
     overrides that reached a `fail_on` conclusion, and what changed since `baseline`: everything the files show,
-    decided, for render to format."""
-    collected = collect.collect(results, spec.subjects)
+    decided, for render to format. A module or package target stands for the classes the cells found in it;
+    `declared`: the ranges the requirements declare for the axes swept over them."""
+    expanded = collect.expand(spec.subjects, results)
+    results = [collect.stand_ins(r, expanded) for r in results]
+    collected = collect.collect(results, expanded)
     judged = verdict.judge(collected.subjects)
     rows = conclude.conclusions(judged, titles())
     subjects = {
         s.target: conclude.of_subject(s.target, s.methods, [r for r in rows if r.row.target == s.target])
-        for s in spec.subjects
+        for s in expanded
     }
     summaries = {
         target: wording.summarize(
@@ -87,13 +89,15 @@ def make_report(
     }
     decision = grid.make(list(subjects.values()))
     file = display_path(spec.path)
-    newer = f" -- --exclude-newer={spec.exclude_newer}" if spec.exclude_newer else ""
-    command = f"COMPAT_MATRIX={file} nox -s matrix{newer}"
-    meta = render.ReportMeta(spec.name, file, command, spec.subjects, spec.exclude_newer)
-    unmet = tuple(verdict.unmet_expectations(judged, spec.subjects))
+    meta = render.ReportMeta(spec.name, file, reproduce(spec, file), expanded, spec.exclude_newer)
+    unmet = tuple(verdict.unmet_expectations(judged, expanded))
     order = [c.label for c in collected.cells]
     failed = tuple(reached(decision, fail_on, order))
-    decided = render.Report(meta, collected, rows, subjects, summaries, decision, unmet, None, tuple(fail_on), failed)
+    found = {s.target: tuple(d for _, d in collect.discoveries(s.target, results)) for s in spec.subjects if s.package}
+    ranges = {target: tuple(conclude.range_checks(answer, declared)) for target, answer in subjects.items()}
+    decided = render.Report(
+        meta, collected, rows, subjects, summaries, decision, unmet, None, tuple(fail_on), failed, found, ranges
+    )
     if baseline is None:
         return decided
     return replace(decided, changes=tuple(compare(baseline, render.report_json(decided))))
@@ -112,6 +116,28 @@ def reached(decision: grid.Grid, fail_on: Sequence[ConclusionKind], order: Seque
     return found
 
 
+REPRODUCE_HERE = "COMPAT_MATRIX={file} nox -s matrix{options}"  # in a checkout of compat-matrix
+REPRODUCE = "compat-matrix run {file}{options}"  # anywhere else
+
+
+def reproduce(spec: MatrixSpec, file: str) -> str:
+    """The command that reproduces the run where its reader is: `nox -s matrix` in a checkout of compat-matrix (the
+    noxfile beside the matrix folder is this project's), `compat-matrix run FILE` anywhere else."""
+    newer = f"--exclude-newer={spec.exclude_newer}" if spec.exclude_newer else ""
+    if in_checkout(Path(spec.path)):
+        return REPRODUCE_HERE.format(file=file, options=f" -- {newer}" if newer else "")
+    return REPRODUCE.format(file=file, options=f" {newer}" if newer else "")
+
+
+def in_checkout(path: Path) -> bool:
+    """Whether a matrix file lies in a checkout of compat-matrix: some folder above it has this project's noxfile
+    (one that registers its sessions with compat_matrix.sessions) and src/compat_matrix."""
+    for folder in Path(path).resolve().parents:
+        if (folder / "src" / "compat_matrix").is_dir() and (folder / "noxfile.py").is_file():
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class Files:
     markdown: str
@@ -128,6 +154,7 @@ def write(matrix: Matrix, files: Files, decided: render.Report, results: list[Ce
     reports, name = matrix.reports, matrix.spec.name
     md, js, csv = (reports / f"{name}{suffix}" for suffix in (".md", ".json", ".csv"))
     reports.mkdir(parents=True, exist_ok=True)
+    ignore_housekeeping(reports)
     write_text_atomic(md, files.markdown)
     write_text_atomic(csv, files.csv)
     write_json_atomic(js, files.data)

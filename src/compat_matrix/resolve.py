@@ -8,6 +8,8 @@
                                       minutes (`cache_folder`), so that `nox -l` and the run that follows it ask
                                       the index once
     resolve("5.x", versions)          the newest release an axis value allows, or None
+    declared_ranges(spec, read)       the range each requirement declares for each axis swept over `range = "declared"`,
+                                      read from its metadata (`requires`: the index's, or a local checkout's)
     expand(spec, releases_of)         the spec with every sweep replaced by the releases it stands for
     pins(cell, releases_of)           the release each ranged axis value of a cell resolves to today
     validate(specs, environ)          every axis value of matrix files resolved, for `compat-matrix validate`
@@ -34,7 +36,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import NamedTuple
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import (
     InvalidSdistFilename,
     InvalidWheelFilename,
@@ -45,10 +50,21 @@ from packaging.utils import (
 from packaging.version import Version
 
 from compat_matrix.cells import Cell, cells
-from compat_matrix.envs import uv_environment
+from compat_matrix.envs import installer_reason, uv_binary, uv_environment
 from compat_matrix.exits import plural
 from compat_matrix.results import write_json_atomic
-from compat_matrix.spec import PYTHON, MatrixError, MatrixSpec, Sweep, axis_specifier, display_path, dotted, show
+from compat_matrix.spec import (
+    PYTHON,
+    Declared,
+    MatrixError,
+    MatrixSpec,
+    Sweep,
+    axis_specifier,
+    display_path,
+    dotted,
+    is_local,
+    show,
+)
 
 PYPI = "https://pypi.org/simple/"
 ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
@@ -280,34 +296,48 @@ def pins(cell: Cell, releases_of: Callable[[str], Sequence[Version]]) -> dict[st
     return out
 
 
-def sweep(entry: Sweep, versions: Sequence[Version]) -> list[Version]:
+def sweep(entry: Sweep, versions: Sequence[Version], declared: str | None = None) -> list[Version]:
     """The releases a sweep stands for, oldest first: every release in its range, or the newest of every minor;
-    pre-releases only with `pre`. A local build beside its public release (2.13.0+cpu, 2.13.0) is one release."""
-    inside = axis_specifier(entry.range).filter(versions, prereleases=entry.pre)
+    pre-releases only with `pre`. A local build beside its public release (2.13.0+cpu, 2.13.0) is one release.
+    A sweep of the declared range sweeps `declared` (a specifier), and a minor sweep of it adds the lowest release
+    it allows."""
+    allowed = SpecifierSet(declared or "") if entry.declared else axis_specifier(entry.range)
+    inside = list(allowed.filter(versions, prereleases=entry.pre))
     newest: dict[object, Version] = {}
     for version in inside:
         key = version.release[:2] if entry.each == "minor" else Version(version.public)
         newest[key] = max(newest.get(key, version), version)
-    return sorted(newest.values())
+    lowest = [min(inside)] if entry.declared and inside else []
+    return sorted(set(newest.values()) | set(lowest))
 
 
 def expansions(
-    spec: MatrixSpec, releases_of: Callable[[str], Sequence[Version]]
+    spec: MatrixSpec,
+    releases_of: Callable[[str], Sequence[Version]],
+    declared: Sequence[Declared] = (),
 ) -> list[tuple[str, Sweep, list[Version]]]:
-    """(package, sweep, its releases) for every sweep of `spec`; a sweep that cannot be listed or is empty is a
-    problem of the file (MatrixError), said in one line naming the key."""
+    """(package, sweep, its releases) for every sweep of `spec`; a sweep that cannot be listed or is empty, or
+    sweeps a declared range that no requirement declares, is a problem of the file (MatrixError), said in one line
+    naming the key. `declared`: what the requirements declare (declared_ranges); the first for a package counts."""
+    ranges: dict[str, str] = {}
+    for d in declared:
+        ranges.setdefault(d.package, d.specifier)
     found, problems = [], []
     for axis in spec.axes:
         for index, entry in enumerate(axis.values):
             if not isinstance(entry, Sweep):
                 continue
             where = f"{spec.path}: {dotted('axes', axis.package)}[{index}] = {show(str(entry))}"
+            if entry.declared and axis.package not in ranges:
+                said = ", ".join(spec.requirements)
+                problems.append(f"{where}: none of the requirements declares {axis.package} ({said})")
+                continue
             try:
                 versions = releases_of(axis.package)
             except ResolveError as exc:
                 problems.append(f"{where}: cannot list the releases of {axis.package}: {exc}")
                 continue
-            swept = sweep(entry, versions)
+            swept = sweep(entry, versions, ranges.get(axis.package))
             if not swept:
                 newest = f"the newest is {versions[-1]}" if versions else "there is none"
                 problems.append(f"{where}: no release of {axis.package} in it ({newest})")
@@ -317,12 +347,14 @@ def expansions(
     return found
 
 
-def expand(spec: MatrixSpec, releases_of: Callable[[str], Sequence[Version]]) -> MatrixSpec:
+def expand(
+    spec: MatrixSpec, releases_of: Callable[[str], Sequence[Version]], declared: Sequence[Declared] = ()
+) -> MatrixSpec:
     """`spec` with every sweep replaced by the releases it stands for (exact versions, so each release's cell has
     a stable id of its own); a release that another value of the axis already names is listed once."""
     if not spec.sweeps:
         return spec
-    swept = {(package, entry): releases for package, entry, releases in expansions(spec, releases_of)}
+    swept = {(package, entry): releases for package, entry, releases in expansions(spec, releases_of, declared)}
     axes = []
     for axis in spec.axes:
         values: list[str] = []
@@ -354,7 +386,8 @@ def validate(specs: Sequence[MatrixSpec], environ: Mapping[str, str], offline: b
             continue
         releases_of = lookup(environ, spec.exclude_newer)
         try:
-            expanded = expand(spec, releases_of)
+            declared = declared_ranges(spec, metadata_reader(environ, spec.exclude_newer))
+            expanded = expand(spec, releases_of, declared)
             said, found = check_axes(expanded, releases_of)
         except ResolveError as exc:
             warnings.append(f"axes not checked against the package index: {exc} (--offline skips it)")
@@ -365,3 +398,126 @@ def validate(specs: Sequence[MatrixSpec], environ: Mapping[str, str], offline: b
         lines += [f"{display_path(spec.path)}: {plural(len(cells(expanded)), 'cell')}", *(f"  {s}" for s in said)]
         problems += found
     return Checked(tuple(lines), tuple(warnings), tuple(problems))
+
+
+class Metadata(NamedTuple):
+    """What a distribution's metadata says: its name, version (None where a checkout's is dynamic) and the
+    `Requires-Dist` lines."""
+
+    name: str
+    version: str | None
+    requires: tuple[str, ...]
+
+
+def declared_ranges(spec: MatrixSpec, read: Callable[[str], Metadata]) -> list[Declared]:
+    """For each axis that sweeps `range = "declared"`, what each of the matrix's requirements declares for it, in
+    the file's order (the first is the subject's distribution's). `read`: a requirement's metadata (`requires`);
+    a requirement that cannot be read is a problem of the file (MatrixError)."""
+    packages = [a.package for a in spec.axes for v in a.values if isinstance(v, Sweep) and v.declared]
+    if not packages:
+        return []
+    found, problems = [], []
+    for requirement in spec.requirements:
+        try:
+            metadata = read(requirement)
+        except ResolveError as exc:
+            problems.append(f"{spec.path}: matrix.requirements: {show(requirement)}: cannot read its metadata: {exc}")
+            continue
+        for package in dict.fromkeys(packages):
+            specifier = declared_by(metadata.requires, package)
+            if specifier is not None:
+                found.append(Declared(package, metadata.name, metadata.version, specifier))
+    if problems:
+        raise MatrixError(problems)
+    return found
+
+
+def declared_by(requires: Iterable[str], package: str) -> str | None:
+    """The specifier the `Requires-Dist` lines declare for `package` (all of them together, extras aside), or None
+    where none names it."""
+    found = None
+    for line in requires:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(requirement.name) != canonicalize_name(package):
+            continue
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        found = (found or SpecifierSet()) & requirement.specifier
+    return None if found is None else str(found)
+
+
+def parse_metadata(text: str) -> Metadata:
+    """A METADATA or PKG-INFO file (RFC 822 headers): Name, Version and Requires-Dist."""
+    import email.parser
+
+    headers = email.parser.HeaderParser().parsestr(text)
+    return Metadata(str(headers["Name"]), headers["Version"], tuple(headers.get_all("Requires-Dist") or ()))
+
+
+def local_metadata(path: Path) -> Metadata | None:
+    """A local checkout's metadata from its pyproject.toml, where its name and dependencies are written there (not
+    dynamic); None otherwise."""
+    import tomllib
+
+    try:
+        project = tomllib.loads((Path(path) / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError):
+        return None
+    if "dependencies" in project.get("dynamic", ()) or "name" not in project:
+        return None
+    return Metadata(project["name"], project.get("version"), tuple(project.get("dependencies", ())))
+
+
+def requires(requirement: str, environ: Mapping[str, str] = os.environ, exclude_newer: str | None = None) -> Metadata:
+    """The metadata of the distribution a requirement names, as the cells would install it: a local checkout's
+    pyproject.toml, else the metadata uv reads (the index's, or a build of a source archive or checkout), from an
+    install of it alone (`--no-deps`) into a folder of its own. ResolveError when uv cannot."""
+    import subprocess
+    import tempfile
+
+    if is_local(requirement) and (static := local_metadata(Path(requirement))) is not None:
+        return static
+    newer = [f"--exclude-newer={exclude_newer}"] if exclude_newer else []
+    with tempfile.TemporaryDirectory(prefix="compat-matrix-metadata-") as folder:
+        command = [uv_binary(), "pip", "install", "--quiet", "--no-deps", "--target", folder, *newer, requirement]
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, env={**environ, **uv_environment(environ)}, timeout=300
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ResolveError(f"uv: {exc}") from None
+        if done.returncode != 0:
+            raise ResolveError(installer_reason(done.stderr + done.stdout))
+        for path in sorted(Path(folder).glob("*.dist-info/METADATA")):
+            return parse_metadata(path.read_text(encoding="utf-8"))
+    raise ResolveError(f"uv installed no distribution for {requirement}")
+
+
+def metadata_reader(environ: Mapping[str, str], exclude_newer: str | None = None) -> Callable[[str], Metadata]:
+    """`requires` for one run: each requirement read once per process; an exact pin's answer kept in the cache
+    folder for good (its metadata never changes), any other for CACHE_SECONDS."""
+
+    @functools.cache
+    def read(requirement: str) -> Metadata:
+        if is_local(requirement):
+            return requires(requirement, environ, exclude_newer)
+        folder = cache_folder(environ) / "metadata"
+        key = hashlib.sha256(f"{sources(environ).index}\0{requirement}\0{exclude_newer}".encode()).hexdigest()[:16]
+        path = folder / f"{key}.json"
+        pins = list(Requirement(requirement).specifier)
+        forever = len(pins) == 1 and pins[0].operator in ("==", "===") and "*" not in pins[0].version
+        try:
+            kept = json.loads(path.read_text(encoding="utf-8"))
+            if forever or 0 <= time.time() - kept["fetched"] < CACHE_SECONDS:
+                return Metadata(kept["name"], kept["version"], tuple(kept["requires"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        found = requires(requirement, environ, exclude_newer)
+        with contextlib.suppress(OSError):
+            write_json_atomic(path, {"fetched": time.time(), **found._asdict(), "requires": list(found.requires)})
+        return found
+
+    return read

@@ -181,10 +181,12 @@ class SubjectResult:
     overrides: tuple[Override, ...] = ()  # what the subject defines that overrides a name of transformers
     orphaned: tuple[tuple[str, str], ...] = ()  # (audited name, why the release gives it nothing to override)
     kind: str | None = None  # what the subject is: a model, a trainer, a config, another class (compat_matrix.kinds)
+    group: str | None = None  # the module or package target of the matrix file it was found in, if any
 
     def to_json(self) -> dict[str, Any]:
         return {
             "target": self.target,
+            "group": self.group,
             "methods": list(self.methods),
             "status": self.status,
             "reason": self.reason,
@@ -218,7 +220,40 @@ class SubjectResult:
             overrides=tuple(Override.from_json(o) for o in data.get("overrides", ())),
             orphaned=tuple(data.get("orphaned", {}).items()),
             kind=data.get("kind"),
+            group=data.get("group"),
             observations=tuple(Observation.from_json(o) for o in data["observations"]),
+        )
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What a module or package target of the matrix file stood for in one cell: the classes found there that
+    subclass a transformers class and override something of it (each a subject of its own), those of a kind no
+    probe family covers (a config, a processor), what was left out, and the modules that could not be imported."""
+
+    target: str  # as the matrix file names it
+    subjects: tuple[str, ...] = ()  # "module:Class"
+    unaudited: tuple[tuple[str, str], ...] = ()  # ("module:Class", its kind)
+    excluded: tuple[str, ...] = ()  # "module:Class", or modules, as the matrix file's `exclude` matched them
+    skipped: tuple[tuple[str, str], ...] = ()  # (module, why it could not be imported)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "subjects": list(self.subjects),
+            "unaudited": dict(self.unaudited),
+            "excluded": list(self.excluded),
+            "skipped": dict(self.skipped),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Discovery:
+        return cls(
+            data["target"],
+            tuple(data["subjects"]),
+            tuple(data["unaudited"].items()),
+            tuple(data["excluded"]),
+            tuple(data["skipped"].items()),
         )
 
 
@@ -238,6 +273,7 @@ class CellResult:
     cache_key: str | None = None
     reused: bool = False  # taken from an earlier run with the same cache_key (`--cached`)
     phases: tuple[tuple[str, float], ...] = ()  # (phase, seconds) of the run, in order: where a cell's time goes
+    discovered: tuple[Discovery, ...] = ()  # what each module or package target stood for here
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -252,6 +288,7 @@ class CellResult:
             "cache_key": self.cache_key,
             "reused": self.reused,
             "phases": [list(phase) for phase in self.phases],
+            "discovered": [d.to_json() for d in self.discovered],
             "subjects": [s.to_json() for s in self.subjects],
         }
 
@@ -269,6 +306,7 @@ class CellResult:
             reused=data.get("reused", False),
             phases=tuple((str(name), float(seconds)) for name, seconds in data.get("phases", ())),
             subjects=tuple(SubjectResult.from_json(s) for s in data["subjects"]),
+            discovered=tuple(Discovery.from_json(d) for d in data.get("discovered", ())),
         )
 
 

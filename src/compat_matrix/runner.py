@@ -14,6 +14,7 @@ cell; a subject that crashes or hangs is labelled and costs only its own result.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import gc
 import hashlib
 import importlib
@@ -43,6 +44,7 @@ from compat_matrix.probes import (
     MODEL,
     PREWARM,
     REACHED,
+    TRAINER,
     Build,
     Probe,
     Values,
@@ -59,6 +61,7 @@ from compat_matrix.results import (
     OK,
     TIMED_OUT,
     CellResult,
+    Discovery,
     Observation,
     Override,
     SubjectResult,
@@ -120,6 +123,110 @@ def discover_overrides(cls: type, package: str = BUILDS_ON) -> list[tuple[str, s
     return found
 
 
+def classes_in(target: str, exclude: tuple[str, ...] = ()) -> tuple[list[type], list[str], list[tuple[str, str]]]:
+    """The classes defined in module or package `target` (its submodules too, each imported), in module order:
+    (classes, what `exclude` left out, (module, why) for each submodule that could not be imported). An entry of
+    `exclude` is a class (`Class`, `module:Class`) or a module, with everything below it, which is then not even
+    imported. An import error of `target` itself propagates."""
+    import pkgutil
+
+    def left_out(module: str) -> bool:
+        return any(module == e or module.startswith(f"{e}.") for e in exclude if ":" not in e)
+
+    modules = [importlib.import_module(target)]
+    excluded, skipped = [], []
+    folders = [(getattr(modules[0], "__path__", None), target)]
+    while folders:  # each package's modules, in order; a package left out is never imported, nor what it holds
+        path, prefix = folders.pop(0)
+        for info in pkgutil.iter_modules(path or [], prefix=f"{prefix}."):
+            if left_out(info.name):
+                excluded.append(info.name)
+                continue
+            try:
+                module = importlib.import_module(info.name)
+            except Exception as exc:  # an optional integration's missing library
+                skipped.append((info.name, describe_exception(exc)))
+                continue
+            except SystemExit as exc:  # a module that exits at import
+                skipped.append((info.name, f"SystemExit: {exc}"))
+                continue
+            modules.append(module)
+            if info.ispkg:
+                folders.append((getattr(module, "__path__", None), info.name))
+    found: dict[str, type] = {}
+    for module in modules:
+        for value in vars(module).values():
+            if isinstance(value, type) and value.__module__ == module.__name__:
+                name = f"{value.__module__}:{value.__qualname__}"
+                if value.__qualname__ in exclude or name in exclude:
+                    excluded.append(name)
+                else:
+                    found.setdefault(name, value)
+    return list(found.values()), list(dict.fromkeys(excluded)), skipped
+
+
+def discover(target: str, methods: tuple[str, ...] = (), exclude: tuple[str, ...] = ()) -> Discovery:
+    """What a module or package target stands for: every class defined there that subclasses a class of
+    transformers and overrides a method or class attribute of it (only the `methods` named, if any). Those of a
+    kind a probe family covers (models, trainers) are subjects; the others are listed, not audited."""
+    classes, excluded, skipped = classes_in(target, exclude)
+    subjects, unaudited = [], []
+    for cls in classes:
+        names = [name for name, _, _ in discover_overrides(cls)]
+        if not names:
+            continue
+        name, kind = f"{cls.__module__}:{cls.__qualname__}", subject_kind(cls)
+        if methods and not set(methods) & set(vars(cls)):
+            unaudited.append((name, f"{kind}; defines none of {', '.join(methods)}"))
+        elif kind in (MODEL, TRAINER):
+            subjects.append(name)
+        else:
+            unaudited.append((name, kind))
+    return Discovery(target, tuple(subjects), tuple(unaudited), tuple(excluded), tuple(skipped))
+
+
+def expand(ask: Ask, progress: Path) -> tuple[Discovery, list[Ask | SubjectResult]]:
+    """A module or package subject as the subjects it stands for, found in a forked child (so that nothing the
+    library does at import reaches the variants): an Ask for each class found, or, for a target that cannot be
+    imported or holds no class to audit, one result that says so."""
+
+    def found() -> dict[str, Any]:
+        discovery = discover(ask.target, ask.methods, ask.exclude)
+        named = {t: [m for m in ask.methods if m in vars(load_callable(t))] for t in discovery.subjects}
+        return {"discovery": discovery.to_json(), "methods": named}
+
+    run = forked(found, progress, ask.timeout, IMPORTING)
+    if run.status != OK:
+        why = (run.reason or run.status).removeprefix(f"{IMPORTING}: ")
+        return Discovery(ask.target), [SubjectResult(ask.target, ask.methods, "import-failed", why, group=ask.target)]
+    discovery = Discovery.from_json(run.answer["discovery"])
+    if not discovery.subjects:
+        why = f"found no class in {ask.target} that subclasses a transformers class and overrides something of it"
+        return discovery, [SubjectResult(ask.target, (), reason=why, group=ask.target, kind="package")]
+    methods = run.answer["methods"]
+    return discovery, [
+        replace(ask, target=t, methods=tuple(methods[t]), group=ask.target, exclude=()) for t in discovery.subjects
+    ]
+
+
+def misspelt(cls: type, methods: tuple[str, ...]) -> str | None:
+    """Every audited name the class does not define itself, each with the closest names it does define ("did you
+    mean"), in one message; None when it defines them all."""
+    own = [name for name in vars(cls) if not name.startswith("__")]
+    known = list(dict.fromkeys([*own, *(n for n in dir(cls) if not n.startswith("__"))]))
+    bad = []
+    for name in methods:
+        if name in vars(cls):
+            continue
+        close = difflib.get_close_matches(name, own, n=2) or difflib.get_close_matches(name, known, n=2)
+        inherited = "" if not hasattr(cls, name) else " (it inherits it: nothing to delete)"
+        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close and not inherited else ""
+        bad.append(f"{name!r}{inherited}{hint}")
+    if not bad:
+        return None
+    return f"{cls.__qualname__} does not define {', '.join(bad)} itself"
+
+
 def run_variant(
     cls: type,
     variant: str,
@@ -159,6 +266,12 @@ class Ask:
     rootdir: str = "."  # node ids of the user's tests are relative to it (the matrix file's folder)
     mutants: bool = False  # also run the tests against broken versions of the audited methods
     unloaded: tuple[tuple[str, str], ...] = ()  # probe modules that could not be imported, and why
+    exclude: tuple[str, ...] = ()  # of a module or package target: the classes and modules left out
+    group: str | None = None  # the module or package target it was found in
+
+    @property
+    def package(self) -> bool:
+        return ":" not in self.target
 
 
 def run_subject(ask: Ask, progress: Path) -> SubjectResult:
@@ -166,7 +279,7 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     child; then the user's tests, if the subject names any. A probe module that could not be imported is an
     observation (`error`, equal on both sides) of every subject."""
     methods, timeout = ask.methods, ask.timeout
-    failed = SubjectResult(target=ask.target, methods=methods)
+    failed = SubjectResult(target=ask.target, methods=methods, group=ask.group)
     try:
         cls = load_callable(ask.target)
         factory = resolve_factory(ask.factory)
@@ -177,11 +290,10 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     methods = methods or tuple(name for name, _, _ in discovered)  # none in the matrix file: every override
     overrides = tuple(Override(name, origin, name in methods, kind) for name, origin, kind in discovered)
     failed = replace(failed, methods=methods, overrides=overrides, kind=subject_kind(cls))
-    try:
-        variants.check(cls, methods)
-    except variants.VariantError as exc:
-        return replace(failed, status="bad-subject", reason=str(exc))
-    why = unbuildable(cls, factory, methods, timeout, progress) if failed.kind == MODEL else None
+    why = misspelt(cls, methods)
+    if why is not None:
+        return replace(failed, status="bad-subject", reason=why)
+    why = unbuildable(cls, factory, methods, timeout, progress) if failed.kind in (MODEL, TRAINER) else None
     if why is not None:
         return replace(failed, status=COULD_NOT_BUILD, reason=why)
     gc.freeze()  # the subject's imports too, before its variants are forked
@@ -314,7 +426,7 @@ def run_isolated(ask: Ask) -> SubjectResult:
             lambda: run_subject(ask, progress).to_json(), progress, ask.timeout + 2 * WATCHDOG_GRACE, IMPORTING
         )
     if run.status != OK:
-        return SubjectResult(target=ask.target, methods=ask.methods, status=run.status, reason=run.reason)
+        return SubjectResult(ask.target, ask.methods, status=run.status, reason=run.reason, group=ask.group)
     return SubjectResult.from_json(run.answer)
 
 
@@ -406,6 +518,7 @@ def run(request: dict[str, Any]) -> CellResult:
             timeout,
             rootdir,
             bool(request.get("mutants")),
+            exclude=tuple(s.get("exclude", ())),
         )
         for s in request["subjects"]
     ]
@@ -420,10 +533,22 @@ def run(request: dict[str, Any]) -> CellResult:
     prepare(tuple(dict.fromkeys(m for a in asks for m in a.methods)))
     gc.freeze()
     phases.done("probe modules and preparations")
-    subjects = []
-    for ask in asks:
-        subjects.append(run_isolated(replace(ask, unloaded=unloaded)))
-        phases.done(f"subject {ask.target}")
+    subjects, discovered = [], []
+    named = {a.target for a in asks if not a.package}  # a class named on its own is run once, with its own keys
+    with tempfile.TemporaryDirectory(prefix="compat-matrix-") as tmp:
+        for asked in asks:
+            expanded: list[Ask | SubjectResult] = [asked]
+            if asked.package:
+                found, expanded = expand(asked, Path(tmp, "progress"))
+                discovered.append(found)
+                expanded = [a for a in expanded if isinstance(a, SubjectResult) or a.target not in named]
+                phases.done(f"find the classes of {asked.target}")
+            for ask in expanded:
+                if isinstance(ask, SubjectResult):
+                    subjects.append(ask)
+                    continue
+                subjects.append(run_isolated(replace(ask, unloaded=unloaded)))
+                phases.done(f"subject {ask.target}")
     return CellResult(
         matrix=request["matrix"],
         cell=request["cell"],
@@ -432,10 +557,53 @@ def run(request: dict[str, Any]) -> CellResult:
         subjects=tuple(subjects),
         seconds=round(sum(seconds for _, seconds in phases.seen), 2),
         phases=tuple(phases.seen),
+        discovered=tuple(discovered),
     )
 
 
+def top_modules(distribution: str) -> list[str]:
+    """The top-level modules and packages an installed distribution holds (its `top_level.txt`, else the files it
+    installed), tests and private ones left out."""
+    dist = importlib.metadata.distribution(distribution)
+    listed = (dist.read_text("top_level.txt") or "").split()
+    if not listed:
+        for file in dist.files or ():
+            top = file.parts[0]
+            if (len(file.parts) > 1 and not top.endswith((".dist-info", ".data"))) or file.suffix == ".py":
+                listed.append(top.removesuffix(".py"))
+    kept = [m for m in dict.fromkeys(listed) if m.isidentifier() and not m.startswith("_")]
+    return [m for m in kept if m not in ("test", "tests", "docs", "examples", "benchmarks")]
+
+
+def discover_distribution(distribution: str, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    """What `compat-matrix init` writes subjects from: the distribution's version, and per top-level module what
+    `discover` finds there, with every found class's overrides ((name, kind), as `discover_overrides` says)."""
+    import transformers  # noqa: F401  what subject_kind and the overrides are judged against
+
+    found = []
+    with tempfile.TemporaryDirectory(prefix="compat-matrix-") as tmp:
+        for module in top_modules(distribution):
+
+            def look(module: str = module) -> dict[str, Any]:
+                discovery = discover(module)
+                targets = [*discovery.subjects, *(t for t, _ in discovery.unaudited)]
+                overrides = {t: [[n, k] for n, _, k in discover_overrides(load_callable(t))] for t in targets}
+                return {"discovery": discovery.to_json(), "overrides": overrides}
+
+            run = forked(look, Path(tmp, "progress"), timeout, IMPORTING)
+            if run.status == OK:
+                found.append(run.answer)
+            else:
+                reason = (run.reason or run.status).removeprefix(f"{IMPORTING}: ")
+                found.append({"discovery": Discovery(module, skipped=((module, reason),)).to_json(), "overrides": {}})
+    versions = installed_versions([distribution, "transformers", "torch"])
+    return {"distribution": distribution, "versions": versions, "found": found}
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[0] == "--discover":  # compat-matrix init: what a distribution holds
+        write_json_atomic(Path(argv[2]), discover_distribution(argv[1]))
+        return 0
     if len(argv) != 2:
         print("usage: python -m compat_matrix.runner REQUEST.json RESULT.json", file=sys.stderr)
         return 2

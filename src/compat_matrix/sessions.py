@@ -80,6 +80,7 @@ def front(home: Path, noxfile: Path, environ: Mapping[str, str]) -> Front:
 def noxfile_in(envdir: Path, packaged: Path) -> Path:
     """A copy of the packaged noxfile in `envdir`, for nox to run: nox works in its noxfile's folder, and uv refuses
     to work inside its own cache, which is where `uvx` keeps compat-matrix."""
+    cells.ignore_housekeeping(Path(envdir), cells.ENVIRONMENTS_IGNORED)
     copy = Path(envdir) / "compat-matrix-noxfile.py"
     text = Path(packaged).read_text(encoding="utf-8")
     if not copy.exists() or copy.read_text(encoding="utf-8") != text:

@@ -39,6 +39,7 @@ NAME_LIMIT = 100  # characters of a matrix name: it names files
 SHOW_LIMIT = 80  # characters of a value or key quoted in a problem
 _SERIES = re.compile(r"([0-9]+(?:\.[0-9]+)*)\.x")
 _TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+DECLARED = "declared"  # a sweep's range: what the matrix's requirements declare for the package
 _CATCH = re.compile(r"\w+\.\S+")
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -68,6 +69,16 @@ class Subject:
     catches: tuple[str, ...] = ()
     tests: tuple[str, ...] = ()  # the user's pytest node ids or paths, made absolute
     inputs: str | None = None  # "module:callable": an instance -> the keyword arguments of a forward pass
+    # A module or package target ("mylib.models", no ":Class") stands for every class defined there that subclasses
+    # a transformers class and overrides something of it, found in each cell; `exclude` leaves classes or modules out.
+    exclude: tuple[str, ...] = ()
+    extra_requirements: tuple[str, ...] = ()  # installed in every cell beside the matrix's requirements
+    group: str | None = None  # the module or package target this class was found in (the report's subjects)
+
+    @property
+    def package(self) -> bool:
+        """Whether the target is a module or package (its classes found in the cell), not one class."""
+        return ":" not in self.target
 
     def expected(self, version: str | None) -> str | None:
         """The verdict this subject is expected to get on `version` of the first axis, if the file says."""
@@ -85,6 +96,9 @@ class Subject:
             "catches": list(self.catches),
             "tests": list(self.tests),
             "inputs": self.inputs,
+            "exclude": list(self.exclude),
+            "extra_requirements": list(self.extra_requirements),
+            "group": self.group,
         }
 
     @classmethod
@@ -98,6 +112,9 @@ class Subject:
             tuple(data["catches"]),
             tuple(data["tests"]),
             data.get("inputs"),
+            tuple(data.get("exclude", ())),
+            tuple(data.get("extra_requirements", ())),
+            data.get("group"),
         )
 
 
@@ -108,18 +125,40 @@ def _matches(spec: str, version: str) -> bool:
         return False
 
 
+class Declared(NamedTuple):
+    """The range of an axis package that a distribution of the matrix's requirements declares (`Requires-Dist`)."""
+
+    package: str  # the axis package: "transformers"
+    distribution: str  # the requirement that declares it: "gliner"
+    version: str | None  # of that distribution, where known: "0.2.29"
+    specifier: str  # as declared: "<5.17.0,>=4.51.3"; "" for any release
+
+    def to_json(self) -> list[Any]:
+        return list(self)
+
+    @classmethod
+    def from_json(cls, data: list[Any]) -> Declared:
+        return cls(*data)
+
+
 @dataclass(frozen=True)
 class Sweep:
     """An axis entry that stands for several releases, listed from the package index at run time:
     `{ each = "minor", range = ">=5.14" }` the newest release of every minor in the range, `each = "release"` every
-    release; pre-releases only with `pre = true`."""
+    release; pre-releases only with `pre = true`. `range = "declared"`: the range the matrix's requirements declare
+    for the package (`Requires-Dist`), and its lowest allowed release too."""
 
     each: str  # one of EACH
     range: str  # an axis value: exact, X.Y.x, X.x, latest, or a PEP 440 specifier
     pre: bool = False
 
     def __str__(self) -> str:
-        return f"every {self.each} in {self.range}" + (" (pre-releases too)" if self.pre else "")
+        where = "the declared range" if self.declared else self.range
+        return f"every {self.each} in {where}" + (" (pre-releases too)" if self.pre else "")
+
+    @property
+    def declared(self) -> bool:
+        return self.range == DECLARED
 
 
 @dataclass(frozen=True)
@@ -142,6 +181,10 @@ class MatrixSpec:
     probes: tuple[str, ...] = ()  # probe modules of the user's own: absolute paths of .py files, or module names
     mutants: bool = False  # also run the subjects' tests against broken versions of the audited methods
     exclude_newer: str | None = None  # resolve and install as of this moment (RFC 3339, UTC), like uv's option
+    extra_requirements: tuple[str, ...] = ()  # installed in every cell, not what is audited (an undeclared import)
+    # uv's overrides: an axis package (its cell's pin wins over what any requirement declares: a library's cap
+    # lifted), or a requirement as is
+    overrides: tuple[str, ...] = ()
 
     @property
     def sweeps(self) -> bool:
@@ -163,6 +206,8 @@ class MatrixSpec:
             "probes": list(self.probes),
             "mutants": self.mutants,
             "exclude_newer": self.exclude_newer,
+            "extra_requirements": list(self.extra_requirements),
+            "overrides": list(self.overrides),
         }
 
     @classmethod
@@ -179,14 +224,32 @@ class MatrixSpec:
             probes=tuple(data["probes"]),
             mutants=bool(data["mutants"]),
             exclude_newer=data["exclude_newer"],
+            extra_requirements=tuple(data.get("extra_requirements", ())),
+            overrides=tuple(data.get("overrides", ())),
         )
 
     @property
+    def installs(self) -> tuple[str, ...]:
+        """What every cell installs besides its pins: the requirements, then the extra requirements (the matrix's and
+        its subjects'), each once."""
+        extra = [*self.extra_requirements, *(r for s in self.subjects for r in s.extra_requirements)]
+        return tuple(dict.fromkeys([*self.requirements, *extra]))
+
+    @property
     def packages(self) -> tuple[str, ...]:
-        """The distributions whose installed versions the report records: every axis package and named requirement."""
-        named = [Requirement(r).name for r in self.requirements if not is_local(r)]
+        """The distributions whose installed versions the report records: every axis package and named requirement
+        (a local one by the name its pyproject.toml gives)."""
+        named = [Requirement(r).name if not is_local(r) else local_name(r) for r in self.installs]
         axes = [a.package for a in self.axes if a.package != PYTHON]
-        return tuple(dict.fromkeys([*axes, *named, "torch", "transformers"]))
+        return tuple(dict.fromkeys(n for n in [*axes, *named, "torch", "transformers"] if n))
+
+
+def local_name(path: str) -> str | None:
+    """The distribution name a local project declares in its pyproject.toml, if it does."""
+    try:
+        return tomllib.loads((Path(path) / "pyproject.toml").read_text(encoding="utf-8"))["project"]["name"]
+    except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError):
+        return None
 
 
 def is_local(requirement: str) -> bool:
@@ -310,6 +373,8 @@ def parse(data: dict[str, Any], path: Path) -> MatrixSpec:
     matrix = top["matrix"] or {}
     axes = top["axes"] or ()
     exclude = _exclude_axes(top["exclude"] or (), axes, at)
+    _declared_from(axes, matrix.get("requirements"), at)
+    overrides = _overrides(matrix.get("overrides") or (), axes, at)
     if at.problems:
         raise MatrixError(at.problems)
     return MatrixSpec(
@@ -324,6 +389,8 @@ def parse(data: dict[str, Any], path: Path) -> MatrixSpec:
         matrix["probes"],
         matrix["mutants"],
         matrix["exclude_newer"],
+        matrix["extra_requirements"],
+        overrides,
     )
 
 
@@ -555,8 +622,10 @@ def _each_kind(value: Any, at: Context) -> str | None:
 
 def _range(value: Any, at: Context) -> str | None:
     if not isinstance(value, str):
-        at.problem(value, 'a version range, e.g. ">=5.14" or "5.x"')
+        at.problem(value, 'a version range, e.g. ">=5.14" or "5.x", or "declared"')
         return None
+    if value == DECLARED:
+        return value
     try:
         axis_specifier(value)
     except ValueError as exc:
@@ -591,16 +660,56 @@ def _subjects(values: Any, at: Context) -> tuple[Subject, ...]:
                 keys["catches"],
                 keys["tests"],
                 keys["inputs"],
+                keys["exclude"],
+                keys["extra_requirements"],
             )
         )
+        if keys["exclude"] and target is not None and ":" in target:
+            here.at(f"{here.key}.exclude").problem(list(keys["exclude"]), "only for a module or package target")
     return tuple(subjects)
 
 
 def _target(value: Any, at: Context) -> str | None:
-    if not isinstance(value, str) or not _TARGET.fullmatch(value):
-        at.problem(value, "as 'module:Class'")
+    if not isinstance(value, str) or not (_TARGET.fullmatch(value) or _MODULE.fullmatch(value)):
+        at.problem(value, "as 'module:Class', or a module or package ('mylib.models') for every class defined there")
         return None
     return value
+
+
+def _left_out(value: Any, at: Context) -> str | None:
+    """A class (`Class` or `module:Class`) or a module (`mylib.legacy`, with everything below it) to leave out."""
+    if not isinstance(value, str) or not (_TARGET.fullmatch(value) or _MODULE.fullmatch(value)):
+        at.problem(value, "a class ('Class' or 'module:Class') or a module ('mylib.legacy')")
+        return None
+    return value
+
+
+def _override(value: Any, at: Context) -> str | None:
+    if isinstance(value, str) and is_local(value):
+        at.problem(value, "an axis package (transformers) or a PEP 508 requirement (numpy<2), not a path")
+        return None
+    return _requirement(value, at)
+
+
+def _overrides(values: tuple[str, ...], axes: tuple[Axis, ...], at: Context) -> tuple[str, ...]:
+    """uv's overrides: an axis package stands for its cell's pin; anything else is a requirement, as is."""
+    packages = {a.package for a in axes}
+    out = []
+    for index, value in enumerate(values):
+        if canonicalize_name(Requirement(value).name) in packages and Requirement(value).specifier:
+            why = "an axis package: name it alone, and each cell's pin of it overrides what requirements declare"
+            at.at(f"matrix.overrides[{index}]").problem(value, why)
+        else:
+            out.append(canonicalize_name(value) if canonicalize_name(value) in packages else value)
+    return tuple(out)
+
+
+def _declared_from(axes: tuple[Axis, ...], requirements: tuple[str, ...] | None, at: Context) -> None:
+    """A sweep of the declared range needs a requirement to read it from."""
+    declared = [a.package for a in axes for v in a.values if isinstance(v, Sweep) and v.declared]
+    if declared and not requirements:
+        why = "needs matrix.requirements: the range is read from what they declare for the package"
+        at.at(dotted("axes", declared[0])).problem(_MISSING, f'range = "declared" {why}')
 
 
 def _factory(value: Any, at: Context) -> str | None:
@@ -678,7 +787,10 @@ def _swept(value: str, values: tuple[str | Sweep, ...]) -> bool:
         version = Version(value)
     except InvalidVersion:
         return False
-    return any(isinstance(v, Sweep) and axis_specifier(v.range).contains(version, prereleases=True) for v in values)
+    return any(
+        isinstance(v, Sweep) and (v.declared or axis_specifier(v.range).contains(version, prereleases=True))
+        for v in values
+    )
 
 
 TOP_KEYS: dict[str, Key] = {
@@ -696,6 +808,8 @@ MATRIX_KEYS: dict[str, Key] = {
     "probes": Key(_each(_probe_module, "a list of .py files or module names"), default=()),
     "mutants": Key(_boolean, default=False),
     "exclude_newer": Key(_timestamp),
+    "extra_requirements": Key(_requirements, default=()),
+    "overrides": Key(_each(_override, "a list of axis packages or PEP 508 requirements"), default=()),
 }
 EACH = ("minor", "release")
 SWEEP_KEYS: dict[str, Key] = {
@@ -711,6 +825,8 @@ SUBJECT_KEYS: dict[str, Key] = {
     "expect": Key(_expect, default=()),
     "catches": Key(_catches, default=()),
     "tests": Key(_each(_test, "a list of pytest node ids or paths"), default=()),
+    "exclude": Key(_each(_left_out, "a list of classes or modules to leave out"), default=()),
+    "extra_requirements": Key(_requirements, default=()),
 }
 # Where each known key belongs, to say so when TOML put it in another table.
 _HOMES = {

@@ -249,6 +249,10 @@ def _keep_constraints(before: Mapping[str, Any], out: Values, kinds: Kinds, targ
         out[key] = type(out[key])(
             _divisor(widths[i] if widths else base << i, 1 << (v.bit_length() - 1)) for i, v in enumerate(out[key])
         )
+    vocab = next(iter(keys("vocab", ("vocab_size",))), None)
+    for key in keys("hidden", ("embedding_size",)):  # OLMo's: the vocabulary padded, not a width (ALBERT's)
+        if vocab and _is_int(before[vocab]) and before[key] >= before[vocab]:
+            out[key] = out[vocab]
     patch = next((out[k] for k in keys("patch", ("patch_size",))), None)
     for key in keys("image"):
         if patch:
@@ -355,7 +359,22 @@ def tiny_config(config_class: type, targets: Mapping[str, float] = TARGETS, main
         return config_class.from_encoder_decoder_configs(tiny_config(encoder, targets), tiny_config(decoder, targets))
     values = config_class().to_dict()
     shrunk = shrink(values, config_class.attribute_map, _attribute_maps(values), targets)
-    return config_class(**_arguments(config_class, values, shrunk))
+    arguments = _arguments(config_class, values, shrunk)
+    config = config_class(**arguments)
+    # A config that takes its sizes through **kwargs alone (hf_olmo's OLMoConfig(use_cache, **kwargs)) kept them:
+    # they are passed by name too, where that makes the config at all.
+    made = config.to_dict()
+    kept = {
+        k: v
+        for k, v in shrunk.items()
+        if k not in arguments and not isinstance(v, Mapping) and v != values.get(k) and made.get(k) == values.get(k)
+    }
+    if kept and not any(k in arguments for k in kept):
+        try:
+            return config_class(**arguments, **kept)
+        except Exception:  # the config as it was made is what there is
+            pass
+    return config
 
 
 def wrapped_model(config: Any) -> Any:

@@ -55,7 +55,8 @@ def decide(subject: SubjectResult, cell: CellResult | None = None) -> Verdict:
     if subject.status != OK:
         return Verdict(subject.status, subject.reason)
     if not subject.methods:
-        return Verdict(VerdictKind.NO_PROBE, "nothing to audit: the class overrides no method of transformers")
+        why = subject.reason or "the class overrides no method of transformers"
+        return Verdict(VerdictKind.NO_PROBE, f"nothing to audit: {why}")
     if not subject.probes and subject.kind not in FAMILIES:
         return Verdict(VerdictKind.NO_PROBE, f"no probe family covers a subject of this kind ({subject.kind})")
     if not subject.probes:
@@ -85,7 +86,17 @@ def could_not_run(result: CellResult, target: str | None = None) -> str | None:
     subjects = [s for s in result.subjects if target is None or s.target == target]
     if target is not None and not subjects:
         return f"{target} {Status.NOT_RUN}"
-    return ", ".join(f"{s.target} {s.status}" for s in subjects if s.status != OK) or None
+    failed = [s for s in subjects if s.status != OK]
+    if len(failed) > SHOWN_SUBJECTS:  # a package's classes: how many, by status, and the first
+        counts: dict[str, int] = {}
+        for s in failed:
+            counts[s.status] = counts.get(s.status, 0) + 1
+        said = ", ".join(f"{n} {status}" for status, n in counts.items())
+        return f"{len(failed)} subjects ({said}): {failed[0].target} {failed[0].status}, …"
+    return ", ".join(f"{s.target} {s.status}" for s in failed) or None
+
+
+SHOWN_SUBJECTS = 3  # subjects named in why a cell could not run
 
 
 def _follows(differing: list[Observation], methods: tuple[str, ...]) -> tuple[str, ...]:
