@@ -72,6 +72,14 @@ def test_identical_failures_are_no_evidence_and_are_told_nothing():
     assert told_nothing(failing) == (("save", "ValueError: no model"),)
 
 
+def test_a_probe_that_failed_alike_in_part_is_told_nothing_unless_something_else_in_it_differs():
+    backward = "error: TypeError: backward() got an unexpected keyword argument"
+    alike = [obs("fb", "logits", "sum=1.0", "sum=1.0"), obs("fb", "grads", backward, backward)]
+    assert told_nothing(subject(*alike)) == (("fb", "TypeError: backward() got an unexpected keyword argument"),)
+    changed = [obs("fb", "logits", "sum=1.0", "sum=2.0"), obs("fb", "grads", backward, backward)]
+    assert told_nothing(subject(*changed)) == ()
+
+
 def test_same_needs_the_name_to_have_run_as_shipped_where_something_was_observed():
     ran = subject(obs("p", "x", 1, 1), reached("p", [INIT], [INIT]), methods=(INIT,))
     assert judge(ran, INIT).verdict == SAME

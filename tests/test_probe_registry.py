@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from compat_matrix.probes import ANY, CONFIG, MODEL, OTHER, TRAINER, probes_for, registry
@@ -45,7 +46,8 @@ def test_probes_for_selects_by_kind_and_audited_method_and_probes_of_any_method_
     assert [p.name for p in probes_for(("forward",))] == generic
     assert probes_for(()) == []
     trainers = [p.name for p in probes_for(("compute_loss",), TRAINER)]
-    assert trainers == ["trainer_train", "trainer_evaluate", "trainer_predict", "trainer_save_model"]
+    inspecting = ["transformers_calls", "signature"]  # they read the class, whatever it is
+    assert trainers == [*inspecting, "trainer_train", "trainer_evaluate", "trainer_predict", "trainer_save_model"]
     assert probes_for(("anything",), CONFIG) == probes_for(("anything",), OTHER) == []
 
 
@@ -95,3 +97,24 @@ def test_a_signature_gap_names_what_the_override_cannot_take():
     assert gap["other_defaults"] == {"strict": {"override": True, "base": False}}
     assert takes(override, 0, ("recompute_mapping",), False, False) is False
     assert takes(base, 0, ("recompute_mapping",), False, False) is True
+
+
+def test_call_sites_are_kept_only_in_an_environment_compat_matrix_installed_merged_per_parser(monkeypatch, tmp_path):
+    import sys
+    import types
+
+    from compat_matrix.probes import generic
+
+    monkeypatch.setitem(sys.modules, "transformers", types.SimpleNamespace(__version__="9.9.9"))
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    generic._kept.cache_clear()
+    generic._keep("forward", [("a.py:1", 1, (), False, False)])
+    assert not (tmp_path / generic.KEPT).exists()  # a user's own virtualenv gets nothing written into it
+    (tmp_path / generic.STAMP).write_text("key")
+    generic._keep("generate", [])
+    kept = generic._kept_file()
+    assert kept.name.startswith("call-sites-9.9.9-") and len(kept.name) > len("call-sites-9.9.9-.json")
+    kept.write_text('{"written_meanwhile": []}')  # another cell sharing the environment
+    generic._keep("tie_weights", [])
+    assert set(json.loads(kept.read_text())) == {"forward", "generate", "tie_weights", "written_meanwhile"}
+    generic._kept.cache_clear()

@@ -264,3 +264,40 @@ def test_a_subject_the_default_factory_cannot_build_is_labelled_unless_only_the_
     assert why == "could not build Shrinkable: ValueError: no tiny size fits; write a factory (see README)"
     assert unbuildable(Shrinkable, only_as_shipped, ("forward",), 30, progress) is None
     assert unbuildable(Shrinkable, lambda cls: cls(), ("forward",), 30, progress) is None
+
+
+class Greeter:
+    def hello(self):
+        return "base hello"
+
+    def bye(self):
+        return "base bye"
+
+
+class AbortsWithoutHello(Greeter):
+    def hello(self):
+        return "hello"
+
+    def bye(self):
+        if "hello" not in vars(AbortsWithoutHello):
+            os.abort()  # deleting `hello` alone kills the process: the per-name variant gives no values
+        return "bye"
+
+
+def test_a_per_name_variant_that_crashes_makes_its_name_inconclusive_and_keeps_the_subject(monkeypatch):
+    from compat_matrix import evidence, probes
+    from compat_matrix.probes import OTHER, probe
+
+    def greets(build):
+        greeter = build.cls()
+        return {"hello": greeter.hello(), "bye": greeter.bye()}
+
+    monkeypatch.setattr(probes, "_REGISTRY", dict(probes._REGISTRY))  # the test's probe goes with the test
+    probe(exercises=("hello", "bye"), kinds=(OTHER,))(greets)
+    result = run_isolated(Ask(f"{__name__}:AbortsWithoutHello", ("hello", "bye"), timeout=30))
+    assert result.status == "ok", result.reason
+    assert [variant for variant, _ in result.unfinished] == ["base without hello"]  # the others ran on
+    hello = evidence.judge(result, "hello")
+    assert hello.verdict == evidence.INCONCLUSIVE and "base without hello gave no values (crashed" in hello.reason
+    bye = evidence.judge(result, "bye")
+    assert bye.verdict == evidence.DIFFERS and [(o.override, o.base) for o in bye.differing] == [("bye", "base bye")]

@@ -42,7 +42,7 @@ from compat_matrix.cells import (
     result_path,
     runner_request,
 )
-from compat_matrix.probes.generic import KEPT
+from compat_matrix.probes.generic import KEPT, STAMP  # STAMP: the fingerprint installed, and what was asked
 from compat_matrix.progress import INSTALLING, PROBING, STARTED, state_path, write_state
 from compat_matrix.results import (
     CRASHED,
@@ -59,7 +59,6 @@ from compat_matrix.vocabulary import Status
 INSTALL_FAILED = Status.INSTALL_FAILED
 NO_INTERPRETER = Status.NO_INTERPRETER
 REASON_LIMIT = 400
-STAMP = ".compat-matrix-installed"  # in the environment: the fingerprint of what was installed, and what was asked
 ENV_LOCKS = ".compat-matrix-locks"  # beside the environments: one lock each, held while a cell installs or runs
 KEEP, IN_PLACE, FRESH = "keep", "in place", "fresh"  # how an environment is brought to what a cell asks for
 _SKIP = {".git", ".nox", "__pycache__", "build", "dist", ".venv", ".pytest_cache", ".ruff_cache", ".hypothesis"}

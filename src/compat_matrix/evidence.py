@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compat_matrix.results import Observation, SubjectResult, failure_in
+from compat_matrix.variants import Variant
 
 SAME, DIFFERS, ORPHANED, INCONCLUSIVE = "same", "differs", "orphaned", "inconclusive"
 ALONE = "deleted"  # the one context of a single audited name
@@ -74,9 +75,14 @@ def empty_handed(observations: dict[str, Observation], partly: bool = False) -> 
 
 def told_nothing(subject: SubjectResult) -> tuple[tuple[str, str], ...]:
     """(probe, why) of every probe in which the class as shipped and with the audited names deleted failed
-    identically or found nothing to look at: no evidence of anything, listed so that the report can say so."""
-    found = ((probe, empty_handed(observations)) for probe, observations in by_probe(subject.observations).items())
-    return tuple((probe, why) for probe, why in found if why is not None)
+    identically, even in part, or found nothing to look at, and nothing else differed: no evidence of anything,
+    listed so that the report can say so."""
+    return tuple(
+        (probe, why)
+        for probe, observations in by_probe(subject.observations).items()
+        if (why := empty_handed(observations, partly=True)) is not None
+        and not any(_differs(o) for o in observations.values())
+    )
 
 
 _MISSING = object()  # a per-name variant that did not run the probe: it ran its reference's code there
@@ -109,6 +115,9 @@ def judge(subject: SubjectResult, name: str) -> Judgement:
     """What deleting `name` does in this cell, by the rules in this module's docstring."""
     if name in subject.unprobed:
         return Judgement(name, INCONCLUSIVE, reason=f"no probe exercises {name}")
+    for variant, why in subject.unfinished:
+        if name in Variant(variant).names:  # its values are missing, not those of the code it compares with
+            return Judgement(name, INCONCLUSIVE, reason=f"the variant {variant} gave no values ({why})")
     contexts = (ALONE,) if len(subject.methods) < 2 else (WITH_REST, WITHOUT_REST)
     silent: dict[str, str] = {}
     evidence = False

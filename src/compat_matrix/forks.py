@@ -46,12 +46,15 @@ def forked(work: Callable[[], Any], progress: Path, limit: float, starting: str 
     return answer
 
 
-def forked_each(works: list[tuple[Callable[[], Any], Path, str]], progress: Path, limit: float) -> list[Forked]:
+def forked_each(
+    works: list[tuple[Callable[[], Any], Path, str]], progress: Path, limit: float, stop: bool = True
+) -> list[Forked]:
     """Each work in a child of its own, as in `forked`, up to `_at_once()` at a time; the answers in the works'
     order. Each work names its calls in a progress file of its own (its `starting` text until then); this process
-    copies them into `progress`, so that whoever watches this process sees its children advance. Once a child
-    crashes or hangs, the ones after it are stopped (killed, or never started): their answer is STOPPED. The ones
-    before it run on, so the first failure in the works' order is the one a run one at a time would meet."""
+    copies them into `progress`, so that whoever watches this process sees its children advance. With `stop`, once
+    a child crashes or hangs, the ones after it are stopped (killed, or never started): their answer is STOPPED.
+    The ones before it run on, so the first failure in the works' order is the one a run one at a time would meet.
+    Without it, every work runs whatever the others do."""
     at_once = _at_once()
     answers: dict[int, Forked] = {}
     waiting, running = list(enumerate(works)), {}
@@ -70,7 +73,7 @@ def forked_each(works: list[tuple[Callable[[], Any], Path, str]], progress: Path
                         del running[index]
                         if index < cut:
                             answers[index] = _answer(*ended, own.read_text(), Path(tmp, str(index)), limit)
-                            cut = index if answers[index].status != OK else cut
+                            cut = index if stop and answers[index].status != OK else cut
                     elif own != progress and (text := own.read_text()) != shown.get(index):
                         shown[index] = text
                         progress.write_text(text)

@@ -180,6 +180,7 @@ class SubjectResult:
     mutants: tuple[str, ...] = ()  # the broken versions the tests ran against ("broken <method>: <name>")
     overrides: tuple[Override, ...] = ()  # what the subject defines that overrides a name of transformers
     orphaned: tuple[tuple[str, str], ...] = ()  # (audited name, why the release gives it nothing to override)
+    unfinished: tuple[tuple[str, str], ...] = ()  # (per-name variant, why it gave no values: crashed, hung, stopped)
     kind: str | None = None  # what the subject is: a model, a trainer, a config, another class (compat_matrix.kinds)
     group: str | None = None  # the module or package target of the matrix file it was found in, if any
 
@@ -199,6 +200,7 @@ class SubjectResult:
             "mutants": list(self.mutants),
             "overrides": [o.to_json() for o in self.overrides],
             "orphaned": dict(self.orphaned),
+            "unfinished": dict(self.unfinished),
             "kind": self.kind,
             "observations": [o.to_json() for o in self.observations],
         }
@@ -219,6 +221,7 @@ class SubjectResult:
             mutants=tuple(data.get("mutants", ())),
             overrides=tuple(Override.from_json(o) for o in data.get("overrides", ())),
             orphaned=tuple(data.get("orphaned", {}).items()),
+            unfinished=tuple(data.get("unfinished", {}).items()),
             kind=data.get("kind"),
             group=data.get("group"),
             observations=tuple(Observation.from_json(o) for o in data["observations"]),

@@ -326,20 +326,24 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
         lambda: [v for v in everything if v.startswith(variants.ONLY)],
         lambda: together(done, probes, runs),
     ]
-    for batch in (stage() for stage in batches):
+    unfinished: dict[str, str] = {}  # a per-name variant that gave no values: its names are judged inconclusive
+    for index, batch in enumerate(stage() for stage in batches):
         todo = [(variant, ran) for variant in batch if (ran := _to_run(variant, probes, runs))]
         owns = _progress_files(progress, len(todo))
         works = [work(variant, ran, own) for (variant, ran), own in zip(todo, owns, strict=True)]
-        answers = forked_each(works, progress, timeout + WATCHDOG_GRACE)
+        answers = forked_each(works, progress, timeout + WATCHDOG_GRACE, stop=index == 0)
         failures = [failure for run in answers if (failure := _failure(run))]
         for (variant, _), run in zip(todo, answers, strict=True):
             if run.status == OK and not run.answer["timed_out"]:
                 runs[variant] = run.answer["values"]
-        if failures:
+            else:
+                unfinished[variant] = ": ".join(_failure(run) or (run.status, run.reason or run.status))
+        if failures and index == 0:  # the class as shipped or with every name deleted: nothing to compare
             status, reason = failures[0]
             return replace(done, status=status, reason=reason, observations=tuple(pair(probes, runs)))
     broken = tuple(Observation(ref, ERROR, why, why, carries=False) for ref, why in ask.unloaded)
-    done = replace(done, variants=tuple(runs), observations=broken + tuple(pair(probes, runs)))
+    observations = broken + tuple(pair(probes, runs))
+    done = replace(done, variants=tuple(runs), observations=observations, unfinished=tuple(unfinished.items()))
     if not ask.tests:
         return done
     tests, ran = usertests.run_user_tests(cls, methods, list(ask.tests), ask.rootdir, timeout, progress, ask.mutants)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
+import hashlib
 import inspect
 import json
 import re
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from compat_matrix import tracing
-from compat_matrix.probes import ANY, Build, Values, preparation, probe
+from compat_matrix.probes import ANY, MODEL, TRAINER, Build, Values, preparation, probe
 from compat_matrix.probes.common import jsonable
 from compat_matrix.results import write_json_atomic
 from compat_matrix.variants import defining_class
@@ -188,24 +189,37 @@ def call_sites(name: str) -> tuple[Site, ...]:
     return tuple(sites)
 
 
+STAMP = ".compat-matrix-installed"  # in the environments compat-matrix installs: what it installed there
+
+
 def _kept_file() -> Path:
+    """Per release and per version of the parser (this file): a fix to the parsing is not served stale sites."""
     import transformers
 
-    return Path(sys.prefix) / KEPT / f"call-sites-{transformers.__version__}.json"
+    parser = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    return Path(sys.prefix) / KEPT / f"call-sites-{transformers.__version__}-{parser}.json"
 
 
-@functools.cache
-def _kept() -> dict[str, Any]:
+def _read_kept() -> dict[str, Any]:
     try:
         return json.loads(_kept_file().read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
 
 
+@functools.cache
+def _kept() -> dict[str, Any]:
+    return _read_kept()
+
+
 def _keep(name: str, sites: list[Site]) -> None:
+    """Keep `sites` beside the environment, only one compat-matrix installed (never a user's own virtualenv),
+    merged with what other cells sharing it wrote meanwhile."""
+    _kept()[name] = sites
+    if not (Path(sys.prefix) / STAMP).exists():
+        return
     with contextlib.suppress(OSError):  # a read-only environment parses again next time
-        _kept()[name] = sites
-        write_json_atomic(_kept_file(), _kept())
+        write_json_atomic(_kept_file(), {**_read_kept(), **_kept()})
 
 
 ORPHANED_NO_BASE = "no base class defines it"
@@ -264,7 +278,7 @@ def parse_call_sites(methods: tuple[str, ...]) -> None:
         call_sites(name)
 
 
-@probe(exercises=ANY, title="transformers' calls", informs=("unused",), inspects=True)
+@probe(exercises=ANY, title="transformers' calls", informs=("unused",), inspects=True, kinds=(MODEL, TRAINER))
 def transformers_calls(build: Build) -> Values:
     """Per audited method: every call of `.<method>(...)` in the installed transformers (outside each model's own
     files), found by parsing its source, and the calls that the base implementation takes but what the variant
@@ -293,7 +307,7 @@ def transformers_calls(build: Build) -> Values:
     return values
 
 
-@probe(exercises=ANY, title="signature", inspects=True)
+@probe(exercises=ANY, title="signature", inspects=True, kinds=(MODEL, TRAINER))
 def signature(build: Build) -> Values:
     """Per audited method: the parameters of the base implementation on the installed release that what the
     variant calls cannot take (by name and kind), and the parameters whose defaults differ. With the override
