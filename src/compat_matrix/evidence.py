@@ -75,13 +75,13 @@ def empty_handed(observations: dict[str, Observation], partly: bool = False) -> 
 
 def told_nothing(subject: SubjectResult) -> tuple[tuple[str, str], ...]:
     """(probe, why) of every probe in which the class as shipped and with the audited names deleted failed
-    identically, even in part, or found nothing to look at, and nothing else differed: no evidence of anything,
-    listed so that the report can say so."""
+    identically, even in part, or found nothing to look at, and nothing else differed but warnings: no evidence of
+    anything, listed so that the report can say so."""
     return tuple(
         (probe, why)
         for probe, observations in by_probe(subject.observations).items()
         if (why := empty_handed(observations, partly=True)) is not None
-        and not any(_differs(o) for o in observations.values())
+        and not any(_differs(o) and o.name != WARNINGS for o in observations.values())
     )
 
 
