@@ -208,3 +208,26 @@ def test_a_name_one_release_discovers_and_another_does_not_is_orphaned_there():
     _, off = answer.overrides
     assert [r.conclusion.kind for r in off.by_release] == [ConclusionKind.ORPHANED, NEEDED]
     assert off.advice.kind == AdviceKind.PORT
+
+
+def test_on_stand_ins_or_a_model_with_nothing_in_it_the_advice_is_review_never_delete():
+    from dataclasses import replace
+
+    from compat_matrix.runner import ABSTRACT, STAND_IN, caveat
+    from compat_matrix.wording import caution, reason
+
+    assert caveat("trainer", None, 22_688) == STAND_IN  # no factory: a tiny model on rows of token ids
+    assert caveat("trainer", "mylib.tiny:trainer", 22_688) is None  # the maintainer's own model and data
+    assert caveat("model", None, 0) == ABSTRACT and caveat("model", None, 20_640) is None
+    harmful = replace(result(RAISES_WITH_A, seen(A, B), methods=(A, B)), caveat=STAND_IN)
+    answer = of_subject("m:C", (A, B), rows(("transformers 5.1.0", harmful)))
+    on = answer.overrides[0]
+    assert on.advice.kind == AdviceKind.REVIEW and on.advice.caveat == STAND_IN
+    order = ["transformers 5.1.0"]
+    assert reason(on, order, PLAIN) == f"harmful on 5.1.0, but {STAND_IN}"
+    assert "(on the default factory's stand-ins" in caution(answer.overrides, order, several=False, style=PLAIN)
+    same = result(Observation("trainer_step", "default", 1, 1), Observation("trainer_step", "reached", [A], [A], False))
+    (alone,) = of_subject("m:C", (A,), rows(("transformers 5.1.0", replace(same, caveat=ABSTRACT)))).overrides
+    assert (
+        alone.advice.kind == AdviceKind.REVIEW and reason(alone, order, PLAIN) == f"redundant on 5.1.0, but {ABSTRACT}"
+    )

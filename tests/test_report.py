@@ -155,6 +155,7 @@ def test_json_has_every_contract_key():
         },
         "advice": "Delete",
         "reason": "fixes the ValueError on 5.10.1; elsewhere changes nothing",
+        "caveat": None,
         "first_changed": "transformers 5.10.1",
         "last_same": "transformers 5.9.0",
         "errors": [

@@ -260,10 +260,10 @@ def test_a_subject_the_default_factory_cannot_build_is_labelled_unless_only_the_
         return cls()
 
     progress = tmp_path / "progress"
-    why = unbuildable(Shrinkable, never, ("forward",), 30, progress)
+    why, _ = unbuildable(Shrinkable, never, ("forward",), 30, progress)
     assert why == "could not build Shrinkable: ValueError: no tiny size fits; write a factory (see README)"
-    assert unbuildable(Shrinkable, only_as_shipped, ("forward",), 30, progress) is None
-    assert unbuildable(Shrinkable, lambda cls: cls(), ("forward",), 30, progress) is None
+    assert unbuildable(Shrinkable, only_as_shipped, ("forward",), 30, progress) == (None, None)  # not a model
+    assert unbuildable(Shrinkable, lambda cls: cls(), ("forward",), 30, progress) == (None, None)
 
 
 class Greeter:

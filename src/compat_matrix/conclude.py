@@ -229,6 +229,7 @@ class Advice:
 
     kind: AdviceKind
     releases: tuple[tuple[ConclusionKind, tuple[str, ...]], ...]  # labels, newest first; kinds in first-seen order
+    caveat: str | None = None  # why it is Review where the conclusions alone say Delete (results.SubjectResult)
 
     def on(self, kind: ConclusionKind) -> tuple[str, ...]:
         return dict(self.releases).get(kind, ())
@@ -238,8 +239,16 @@ class Advice:
         return not {kind for kind, _ in self.releases} - {COULD_NOT_RUN}
 
 
-def advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
-    """The advice for one override from its conclusion on every tested release ((label, conclusion), newest first)."""
+def advise(rows: Sequence[tuple[str, Conclusion]], caveat: str | None = None) -> Advice:
+    """The advice for one override from its conclusion on every tested release ((label, conclusion), newest first);
+    with a `caveat` (the probes ran on stand-ins, or on a model with nothing in it), never Delete but Review."""
+    advice = _advise(rows)
+    if caveat is not None and advice.kind == AdviceKind.DELETE:
+        return Advice(AdviceKind.REVIEW, advice.releases, caveat)
+    return advice
+
+
+def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
     by_kind: dict[ConclusionKind, list[str]] = {}
     for label, conclusion in rows:
         by_kind.setdefault(conclusion.kind, []).append(label)
@@ -358,11 +367,12 @@ def of_subject(target: str, methods: tuple[str, ...], rows: Sequence[Concluded])
     ran = tuple(dict.fromkeys(m for r in reversed(rows) if r.row.result is not None for m in r.row.result.methods))
     methods = ran or methods  # with `methods` left out, each release audits what overrides something there
     kinds = {o.name: o.kind for r in rows if r.row.result is not None for o in r.row.result.overrides}
+    caveat = next((r.row.result.caveat for r in rows if r.row.result is not None and r.row.result.caveat), None)
     overrides = []
     for method in methods:
         by_release = tuple(OnRelease(r.label, _on(r, method)) for r in rows)
         kind, deprecated = kinds.get(method, METHOD), deprecated_since(rows, method)
-        overrides.append(Override(target, method, by_release, advise(by_release), kind, deprecated))
+        overrides.append(Override(target, method, by_release, advise(by_release, caveat), kind, deprecated))
     changes = shipped_changes([(r.label, r.row.result if r.verdict.ran else None) for r in reversed(rows)])
     return SubjectConclusions(target, methods, tuple(rows), tuple(overrides), changes)
 

@@ -414,6 +414,7 @@ def override_json(override: Override, order: Sequence[str], several: bool = Fals
         "context": {label: c.context for label, c in override.oldest_first if c.context},
         "advice": str(override.advice.kind),
         "reason": wording.reason(override, order, PLAIN),
+        "caveat": override.advice.caveat,
         "first_changed": first_changed,
         "last_same": last_same,
         "errors": [

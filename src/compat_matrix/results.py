@@ -181,6 +181,7 @@ class SubjectResult:
     overrides: tuple[Override, ...] = ()  # what the subject defines that overrides a name of transformers
     orphaned: tuple[tuple[str, str], ...] = ()  # (audited name, why the release gives it nothing to override)
     unfinished: tuple[tuple[str, str], ...] = ()  # (per-name variant, why it gave no values: crashed, hung, stopped)
+    caveat: str | None = None  # why no difference observed is no proof that users would see none (stand-ins, …)
     kind: str | None = None  # what the subject is: a model, a trainer, a config, another class (compat_matrix.kinds)
     group: str | None = None  # the module or package target of the matrix file it was found in, if any
 
@@ -201,6 +202,7 @@ class SubjectResult:
             "overrides": [o.to_json() for o in self.overrides],
             "orphaned": dict(self.orphaned),
             "unfinished": dict(self.unfinished),
+            "caveat": self.caveat,
             "kind": self.kind,
             "observations": [o.to_json() for o in self.observations],
         }
@@ -222,6 +224,7 @@ class SubjectResult:
             overrides=tuple(Override.from_json(o) for o in data.get("overrides", ())),
             orphaned=tuple(data.get("orphaned", {}).items()),
             unfinished=tuple(data.get("unfinished", {}).items()),
+            caveat=data.get("caveat"),
             kind=data.get("kind"),
             group=data.get("group"),
             observations=tuple(Observation.from_json(o) for o in data["observations"]),

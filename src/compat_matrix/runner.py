@@ -293,9 +293,12 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     why = misspelt(cls, methods)
     if why is not None:
         return replace(failed, status="bad-subject", reason=why)
-    why = unbuildable(cls, factory, methods, timeout, progress) if failed.kind in (MODEL, TRAINER) else None
+    why, parameters = (
+        unbuildable(cls, factory, methods, timeout, progress) if failed.kind in (MODEL, TRAINER) else (None, None)
+    )
     if why is not None:
         return replace(failed, status=COULD_NOT_BUILD, reason=why)
+    failed = replace(failed, caveat=caveat(failed.kind, ask.factory, parameters))
     gc.freeze()  # the subject's imports too, before its variants are forked
     prepare(methods)
     gc.freeze()
@@ -353,27 +356,50 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
 COULD_NOT_BUILD = "could-not-build"  # the default factory cannot make the subject tiny: it needs a factory
 
 
-def unbuildable(cls: type, factory: Factory, methods: tuple[str, ...], timeout: float, progress: Path) -> str | None:
+def unbuildable(
+    cls: type, factory: Factory, methods: tuple[str, ...], timeout: float, progress: Path
+) -> tuple[str | None, int | None]:
     """Why the default factory cannot build the subject (`could not build …; write a factory`), or None: as
     shipped, and with every audited name deleted too, since an override that breaks construction is a finding of
-    the probes, not a missing factory. Each build in a forked child, so that nothing it caches reaches a variant."""
+    the probes, not a missing factory; and the parameters of the model built as shipped (None: not built). Each
+    build in a forked child, so that nothing it caches reaches a variant."""
 
-    def attempt(variant: str) -> str | None:
-        def build() -> str | None:
+    def attempt(variant: str) -> str | int | None:
+        def build() -> str | int | None:
             variants.apply(cls, variant, methods)
             try:
-                factory(cls)
+                made = factory(cls)
             except tiny.CouldNotBuild as exc:
                 return str(exc)
             except Exception:
                 return None  # an error of another kind: the probes observe it
-            return None
+            model = getattr(made, "model", made)  # a Trainer's
+            return tiny.parameters(model) if hasattr(model, "parameters") else None
 
         run = forked(build, progress, timeout + WATCHDOG_GRACE, f"building the {variant} variant")
         return run.answer if run.status == OK else None
 
-    why = attempt(variants.OVERRIDE)
-    return why if why is not None and attempt(variants.BASE) is not None else None
+    shipped = attempt(variants.OVERRIDE)
+    if isinstance(shipped, str):
+        return (shipped if isinstance(attempt(variants.BASE), str) else None), None
+    return None, shipped
+
+
+STAND_IN = (
+    "on the default factory's stand-ins, a tiny model and rows of token ids, not the model and data the trainer is "
+    "written for: write a factory to confirm"
+)
+ABSTRACT = "built with no parameters, an abstract base class: audit the subclasses users build"
+
+
+def caveat(kind: str | None, factory: str | None, parameters: int | None) -> str | None:
+    """Why the probes cannot establish that deleting an override changes nothing users see, even where they observed
+    no difference: a Trainer trained on stand-ins, a model with nothing in it."""
+    if kind == TRAINER and factory is None:
+        return STAND_IN
+    if kind == MODEL and parameters == 0:
+        return ABSTRACT
+    return None
 
 
 def _failure(run: Forked) -> tuple[str, str] | None:

@@ -269,6 +269,11 @@ def advice_why(advice: Advice, order: Sequence[str]) -> str:
 
 def _caveats(advice: Advice, order: Sequence[str]) -> str:
     caveats = []
+    if advice.caveat:
+        found = " and ".join(
+            f"{k} on {versions_text(advice.on(k), order)}" for k in (REDUNDANT, HARMFUL) if advice.on(k)
+        )
+        caveats.append(f"reads {found}, but {advice.caveat}")
     if advice.on(DIFFERENTLY):
         caveats.append(f"changes behaviour on {versions_text(advice.on(DIFFERENTLY), order)}: review the differences")
     if advice.on(UNKNOWN):
@@ -537,12 +542,14 @@ def caution(overrides: Sequence[Override], order: Sequence[str], several: bool, 
     """One line when an override is harmful somewhere: what breaks, the error, and that deleting it fixes that.
     Overrides that break alike (the same error on the same releases) are said together."""
     alike: dict[tuple[tuple[str, ...], str | None], tuple[list[str], list[str]]] = {}
+    cautioned: dict[tuple[tuple[str, ...], str | None], list[str | None]] = {}  # their caveats (stand-ins, …)
     for o in overrides:
         if o.harmful:
             labels, titles, error = _failing(o, HARMFUL)
             names, seen = alike.setdefault((tuple(labels), error), ([], []))
             names.append(name_of(o, several, style))
             seen += [t for t in titles if t not in seen]
+            cautioned.setdefault((tuple(labels), error), []).append(o.advice.caveat)
     if not alike:
         return ""
     said = []
@@ -553,6 +560,7 @@ def caution(overrides: Sequence[Override], order: Sequence[str], several: bool, 
         verb = "breaks" if len(names) == 1 else "break"
         what = _listed([style.text(t) for t in titles[:3]]) + (" and more" if len(titles) > 3 else "")
         raised = f" with “{style.text(error[:ERROR_SHOWN])}”" if error else ""
+        raised += "".join(dict.fromkeys(f" ({style.text(c)})" for c in cautioned.get((labels, error), ()) if c))
         said.append(f"on {versions_text(labels, order)}, {who} {verb} {what}{raised}")
     more = len(alike) - CAUTIONS
     fix = "deleting it fixes that there" if sum(o.harmful for o in overrides) == 1 else "deleting each fixes that there"
@@ -602,6 +610,9 @@ def reason(override: Override, order: Sequence[str], style: Style = MARKDOWN) ->
         why = dict(override.by_release)[first].why
         since = versions_text([first], order, axis=False)
         return f"orphaned from {since}" + (f" ({style.text(why)})" if why else "") + ": port what it did"
+    if advice.caveat:
+        kinds = [f"{k} on {on(k)}" for k in (REDUNDANT, HARMFUL) if advice.on(k)]
+        return f"{'; '.join(kinds)}, but {style.text(advice.caveat)}"
     said = []
     if advice.on(HARMFUL) and advice.on(NEEDED):
         said.append(f"harmful on {on(HARMFUL)}, needed on {on(NEEDED)}")
