@@ -96,3 +96,11 @@ def test_a_column_per_stretch_of_releases_on_which_every_row_reads_alike():
     apart = grid.make([subject(override("a", R, R, H)), subject(override("b", N, D, N, target="m:D"))])
     assert apart.columns == (("v 1",), ("v 2",), ("v 3",)) and apart.several
     assert wording.name_of(apart.rows[0].override, apart.several) == "`C.a`"
+
+
+def test_a_class_that_could_not_be_built_anywhere_says_so_in_its_reason_not_only_nothing_ran():
+    why = "could-not-build: could not build C: AttributeError: no encoder; write a factory (see README)"
+    by_release = tuple(OnRelease(label, Conclusion(C, why=why)) for label in LABELS)
+    unbuilt = Override("m:C", "forward", by_release, advise(by_release))
+    assert wording.reason(unbuilt, LABELS) == why.removeprefix("could-not-build: ")
+    assert wording.reason(override("forward", C, C, C), LABELS) == "nothing ran"

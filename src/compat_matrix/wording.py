@@ -482,6 +482,7 @@ MEANINGS = {
 }
 CAUTIONS = 3  # harmful overrides a caution line names; the grid shows the rest
 ERROR_SHOWN = 200  # characters of an error in the caution line
+UNBUILT = "could-not-build: "  # a subject's status and reason, as a conclusion's why (compat_matrix.runner)
 
 
 def _class(target: str) -> str:
@@ -590,7 +591,8 @@ def reason(override: Override, order: Sequence[str], style: Style = MARKDOWN) ->
         return versions_text(advice.on(kind), order, axis=False)
 
     if advice.nothing_ran:
-        return "nothing ran"
+        unbuilt = [c.why.partition(": ")[2] for _, c in override.by_release if (c.why or "").startswith(UNBUILT)]
+        return style.text(unbuilt[0][:ERROR_SHOWN]) if unbuilt else "nothing ran"
     if advice.kind == AdviceKind.DELETE:
         _, _, error = _failing(override, HARMFUL)
         if not advice.on(HARMFUL):
