@@ -373,7 +373,7 @@ def unbuildable(
                 return str(exc)
             except Exception:
                 return None  # an error of another kind: the probes observe it
-            model = getattr(made, "model", made)  # a Trainer's
+            model = made if hasattr(made, "parameters") else getattr(made, "model", None)  # a Trainer's model
             return tiny.parameters(model) if hasattr(model, "parameters") else None
 
         run = forked(build, progress, timeout + WATCHDOG_GRACE, f"building the {variant} variant")
