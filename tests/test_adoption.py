@@ -422,3 +422,15 @@ def test_bisect_takes_a_class_a_package_target_stands_for(wanted, target, found)
     from compat_matrix.plan import _found_in
 
     assert _found_in(wanted, target) is found
+
+
+def test_init_that_found_nothing_on_the_releases_asked_says_how_to_test_the_declared_range_too():
+    from compat_matrix.starter import declared_hint
+
+    hint = declared_hint(("4.57.x", "5.x"), "<=4.44.2,>=4.43.1", "llm2vec")
+    assert hint == (
+        " (llm2vec declares transformers<=4.44.2,>=4.43.1: --transformers declared --transformers 4.57.x"
+        " --transformers 5.x tests that range too)"
+    )
+    assert declared_hint((), "<=4.44.2", "llm2vec") == declared_hint(("declared", "5.x"), "<5", "x") == ""
+    assert declared_hint(("5.x",), None, "x") == ""

@@ -223,7 +223,17 @@ def look(start: Start, envdir: Path, log: Callable[[str], None] = print) -> Foun
         tried.append(f"with {shown}: {_nothing(found)}")
     if found is None:
         raise BadInput([f"{start.requirement}: cannot be installed: {'; '.join(tried)}"])
-    raise BadInput([f"{start.metadata.name}: nothing to audit: {'; '.join(tried)}"])
+    hint = declared_hint(start.asked.transformers, start.declared, start.metadata.name)
+    raise BadInput([f"{start.metadata.name}: nothing to audit: {'; '.join(tried)}{hint}"])
+
+
+def declared_hint(transformers: tuple[str, ...], declared: str | None, name: str) -> str:
+    """Where the releases asked for (`--transformers`) leave out what the package declares: how to test its own
+    range too, and see where it breaks beyond it."""
+    if not transformers or declared is None or DECLARED in transformers:
+        return ""
+    asked = " ".join(f"--transformers {value}" for value in transformers)
+    return f" ({name} declares transformers{declared}: --transformers declared {asked} tests that range too)"
 
 
 def _nothing(found: Found) -> str:
