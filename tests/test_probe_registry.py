@@ -42,7 +42,9 @@ def test_probes_for_selects_by_kind_and_audited_method_and_probes_of_any_method_
     assert len(generic) == 9
     names = [p.name for p in probes_for(("gradient_checkpointing_disable",))]
     assert names == ["disable_round_trip", "enable_sequence", "entry_points", *generic]
-    assert len(probes_for(("gradient_checkpointing_enable",))) == len(models)
+    attention = [p.name for p in probes_for(("_supports_sdpa",))]
+    assert attention == ["attention_implementations", *generic]  # the one probe of attributes alone
+    assert len(probes_for(("gradient_checkpointing_enable",))) == len(models) - 1
     assert [p.name for p in probes_for(("forward",))] == generic
     assert probes_for(()) == []
     trainers = [p.name for p in probes_for(("compute_loss",), TRAINER)]

@@ -356,6 +356,29 @@ def save_and_load(build: Build) -> Values:
         }
 
 
+ATTENTION = ("_supports_sdpa", "_supports_flash_attn_2", "_supports_flash_attn", "_supports_flex_attn")
+
+
+@probe(exercises=ATTENTION, title="attention implementations")
+def attention_implementations(build: Build) -> Values:
+    """What the `_supports_*` flags decide: the attention implementation a fresh model's config names, and, for
+    `from_pretrained(folder, attn_implementation=…)` as users load it (eager, sdpa), the one the loaded model's
+    config names, or the error (a class that says it does not support sdpa refuses it)."""
+    with tempfile.TemporaryDirectory() as folder:
+        instance = build()
+        saved = attempt(instance.save_pretrained, folder)
+        if failed(saved):
+            return {"saved": saved}
+
+        def loaded(implementation: str) -> Any:
+            model = type(instance).from_pretrained(folder, attn_implementation=implementation)
+            return model.config._attn_implementation
+
+        values: Values = {"default": getattr(instance.config, "_attn_implementation", None)}
+        values.update({name: attempt(loaded, name) for name in ("eager", "sdpa")})
+        return values
+
+
 def loading_info(cls: type, folder: str) -> Values | str:
     """What loading reports (missing, unexpected, mismatched keys, errors), where the class's `from_pretrained`
     takes `output_loading_info`: an override that does not is no error of the probe's making."""

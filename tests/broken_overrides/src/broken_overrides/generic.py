@@ -70,6 +70,13 @@ class SkipsHeadInit(LlamaForCausalLM):
             super()._init_weights(module)
 
 
+class RefusesSdpa(LlamaForCausalLM):
+    """A class attribute: `_supports_sdpa = False` on a model whose attention runs through transformers' own (which
+    supports sdpa): `from_pretrained(…, attn_implementation="sdpa")` raises, and the default falls back to eager."""
+
+    _supports_sdpa = False
+
+
 class TiesNothingByKeys(LlamaForCausalLM):
     """A class attribute: `_tied_weights_keys` emptied on a model whose config ties its word embeddings. From 5.0
     transformers ties what this attribute names, so the output head becomes a second copy; 4.x ties by config."""
