@@ -131,3 +131,10 @@ def test_two_overrides_that_each_provide_what_the_other_does_are_not_deleted_tog
         methods=(A, B, C),
     )
     assert together(alone) == ()  # deleting both changes nothing either: they may go together
+
+
+def test_an_attribute_that_decides_how_other_checkpoints_load_is_never_redundant():
+    keys = "_keys_to_ignore_on_load_unexpected"
+    loaded = subject(obs("save", "loaded", True, True), reached("save", [keys], []), methods=(keys,))
+    judged = judge(loaded, keys)
+    assert judged.verdict == INCONCLUSIVE and "checkpoints with other keys" in judged.reason

@@ -125,7 +125,10 @@ def test_bisect_refuses_a_method_that_is_not_audited_before_any_cell_starts(
 @pytest.mark.parametrize(
     ("observation", "expected"),
     [
-        ("build_and_init.nonexistent", "build_and_init observes built, error, inconclusive, init_weights, reached"),
+        (
+            "build_and_init.nonexistent",
+            "build_and_init observes built, config, error, inconclusive, init_weights, reached",
+        ),
         ("build_and_int.built", "no probe 'build_and_int' in this run; did you mean 'build_and_init'?"),
     ],
 )

@@ -274,8 +274,8 @@ def setters(build: Build) -> Values:
 @probe(exercises=ANY, title="build and init_weights")
 def build_and_init(build: Build) -> Values:
     """The instance as built (same seed for every variant): every parameter group summarized (count, sum,
-    absolute sum, to 4 significant digits), the tied parameters and the state dict's size; and again after
-    `init_weights()`; or the error."""
+    absolute sum, to 4 significant digits), the tied parameters and the state dict's size; the class of its config;
+    and again after `init_weights()`; or the error."""
     instance = attempt(build)
     if failed(instance):
         return {"built": instance}
@@ -284,7 +284,14 @@ def build_and_init(build: Build) -> Values:
         instance.init_weights()
         return parameter_summary(instance)
 
-    return {"built": parameter_summary(instance), "init_weights": attempt(initialized)}
+    return {"built": parameter_summary(instance), "config": config_kind(instance), "init_weights": attempt(initialized)}
+
+
+def config_kind(instance: Any) -> str | None:
+    """The class of a model's config, by its full name (None: it has none): what `config_class` decides where
+    `from_pretrained` makes the config."""
+    config = getattr(instance, "config", None)
+    return None if config is None else f"{type(config).__module__}.{type(config).__qualname__}"
 
 
 @probe(exercises=ANY, title="forward and backward", informs=(ACROSS_RELEASES,))
@@ -323,12 +330,12 @@ def forward_backward(build: Build) -> Values:
 
 @probe(exercises=ANY, title="save and load", informs=(ACROSS_RELEASES,))
 def save_and_load(build: Build) -> Values:
-    """`save_pretrained` to a temporary folder and `from_pretrained` back from it (local files only): whether both
-    work; what loading reports (missing, unexpected and mismatched keys); whether every tensor of the state dict
-    survived unchanged and tied parameters are still tied; attributes the reloaded model has that a fresh one has
-    not (or lacks); and the reloaded model's outputs (they should equal the saved model's). `across_releases` (it
-    only informs): the parameter groups that a model whose parameters were set from their names and shapes has
-    after the round trip, for the report to compare across releases."""
+    """`save_pretrained` to a temporary folder and `from_pretrained` back from it (local files only): whether both work;
+    what loading reports (missing, unexpected and mismatched keys); whether every tensor of the state dict survived
+    unchanged and tied parameters are still tied; attributes the reloaded model has that a fresh one has not (or lacks);
+    the class of its config; and the reloaded model's outputs (they should equal the saved model's). `across_releases`
+    (it only informs): the parameter groups that a model whose parameters were set from their names and shapes has after
+    the round trip, for the report to compare across releases."""
     with tempfile.TemporaryDirectory() as folder:
         instance = build()
         saved = attempt(instance.save_pretrained, folder)
@@ -351,6 +358,7 @@ def save_and_load(build: Build) -> Values:
                 "fewer": sorted(set(vars(fresh)) - set(vars(model))),
             },
             "same_outputs": before == after if not (failed(before) or failed(after)) else None,
+            "config": config_kind(model),
             "reloaded_output": after,
             ACROSS_RELEASES: attempt(_seeded_round_trip, build, folder),
         }

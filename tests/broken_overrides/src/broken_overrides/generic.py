@@ -3,7 +3,7 @@ default factory builds, and which saves, loads and generates), for the probes of
 
 from __future__ import annotations
 
-from transformers import LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM
 
 
 class OldTieWeights(LlamaForCausalLM):
@@ -68,6 +68,21 @@ class SkipsHeadInit(LlamaForCausalLM):
     def _init_weights(self, module):
         if module is not getattr(self, "lm_head", None):
             super()._init_weights(module)
+
+
+class OwnLlamaConfig(LlamaConfig):
+    """A library's own config class, with a field of its own (a retriever's projection size, say)."""
+
+    def __init__(self, projection_dim: int = 16, **kwargs):
+        self.projection_dim = projection_dim
+        super().__init__(**kwargs)
+
+
+class OwnConfigLM(LlamaForCausalLM):
+    """A class attribute: `config_class` names the library's own config. Deleted, `from_pretrained` makes a plain
+    LlamaConfig, and the reloaded model's `config.projection_dim` is gone."""
+
+    config_class = OwnLlamaConfig
 
 
 class RefusesSdpa(LlamaForCausalLM):
