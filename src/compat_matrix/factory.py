@@ -34,6 +34,18 @@ def tiny_config() -> Any:
     )
 
 
+# `TrainingArguments` of every Trainer the probes and the default factory make: on the CPU's main process, nothing
+# reported, saved or shown, every column of the rows kept.
+QUIET_TRAINING = {
+    "report_to": "none",
+    "save_strategy": "no",
+    "disable_tqdm": True,
+    "dataloader_num_workers": 0,
+    "dataloader_pin_memory": False,
+    "remove_unused_columns": False,
+}
+
+
 def tiny_causal_lm(cls: type | None = None) -> Any:
     """A 2-layer LlamaForCausalLM (or `cls`, built like it) from a LlamaConfig made in code, same weights on every
     call."""
@@ -70,13 +82,8 @@ def tiny_trainer(cls: type) -> Any:
         per_device_eval_batch_size=2,
         logging_strategy="steps",
         logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-        dataloader_pin_memory=False,
-        remove_unused_columns=False,
         seed=SEED,
+        **QUIET_TRAINING,
     )
     data = tiny_dataset()
     taken = inspect.signature(cls).parameters

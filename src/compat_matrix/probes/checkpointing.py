@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from compat_matrix import tracing
+from compat_matrix.factory import QUIET_TRAINING
 from compat_matrix.probes import INCONCLUSIVE, Build, Values, probe
 from compat_matrix.probes.common import attempt, batch, distinct, failed, fraction, train_step, training_loss
 
@@ -338,13 +339,8 @@ def training_arguments(folder: str, kwargs: dict[str, Any] | None, checkpointing
         gradient_checkpointing=checkpointing,
         max_steps=1,
         per_device_train_batch_size=2,
-        report_to="none",
-        save_strategy="no",
         logging_strategy="no",
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-        dataloader_pin_memory=False,
-        remove_unused_columns=False,
+        **QUIET_TRAINING,
         **extra,
     )
 
