@@ -3,7 +3,7 @@ compiled bytecode, in as many lanes as the run uses. The warm default matrix, a 
 5.14 (11 cells) and their ratios, side by side; where a warm cell's time goes; what bytecode costs a cold cell.
 
     python benchmarks/bench.py                 # from the repository root; needs uv and nox (the README's first command)
-    python benchmarks/bench.py --repeat 1      # one measurement of each instead of three
+    python benchmarks/bench.py --quick         # one measurement of each instead of three (--repeat 1)
     python benchmarks/bench.py --more          # also: a cold cell, uv against pip, the scaling series, bisect
 
 Prints figures and ratios; asserts nothing. Every figure is a wall-clock measurement with Python's own timer; with
@@ -220,8 +220,10 @@ def setup_seconds(tool: str, folder: Path, requirements: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="warm runs of each matrix (default 3)")
+    parser.add_argument("--quick", action="store_true", help="one warm run of each matrix (--repeat 1)")
     parser.add_argument("--more", action="store_true", help="also a cold cell, uv against pip, scaling and bisect")
     args = parser.parse_args()
+    repeat = 1 if args.quick else args.repeat
     default = spec.load(MATRIX)
     module = default.subjects[0].target.split(":")[0]
     rows: list[tuple[str, str]] = []
@@ -233,13 +235,13 @@ def main() -> None:
     show("machine", f"{os.cpu_count()} cores, {LANES} lanes, {len(cells.cells(default))} cells in the default matrix")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        runs = warm_against_floor(MATRIX, folder / "default", "the default matrix", args.repeat, show)
+        runs = warm_against_floor(MATRIX, folder / "default", "the default matrix", repeat, show)
         wall = nox_matrix(MATRIX, runs[-1])
         show("the last warm run once more, for its breakdown", f"{wall:6.1f} s")
         breakdown(MATRIX, runs[-1], wall, show)
         cold_bytecode(cell_pythons(default, runs[-1])[-1], module, folder, show)
         sweep = variant_of(MATRIX, folder / "sweep", "char-causal-lm-checkpointing", SWEEP)
-        warm_against_floor(sweep, folder / "sweep", "sweep of every 5.x minor from 5.14", args.repeat, show)
+        warm_against_floor(sweep, folder / "sweep", "sweep of every 5.x minor from 5.14", repeat, show)
         if args.more:
             more(folder, show)
     print("\n| measurement | figure |\n|---|---|")
