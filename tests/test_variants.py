@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import pickle
+import sys
 from pathlib import Path
 
 import pytest
@@ -225,6 +226,17 @@ def test_reached_names_the_methods_whose_code_ran():
         Subject().uses_greet()
         Subject().loud  # noqa: B018
     assert seen == {"greet", "loud"}
+
+
+def test_reached_watches_the_audited_code_alone_where_python_can():
+    """From Python 3.12, sys.monitoring reports the start of the watched code objects alone; no trace function makes
+    every other frame pay (before 3.12, a trace function is the only way)."""
+    watched = {"greet": tracing.bodies(vars(Subject)["greet"])}
+    with tracing.reached(watched) as seen:
+        traced = sys.gettrace()
+        Subject().uses_greet()
+    assert seen == {"greet"}
+    assert (traced is None) == (sys.version_info >= (3, 12))
 
 
 def test_reached_counts_a_staticmethod_called_anywhere_and_an_attribute_read_on_the_subject():
