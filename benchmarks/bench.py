@@ -127,8 +127,9 @@ def warm_against_floor(matrix: Path, folder: Path, label: str, repeat: int, show
 
 
 def breakdown(matrix: Path, reports: Path, wall: float, show) -> None:
-    """Where the time of a warm run's cells went, from the phases each cell's result records, and what is left
-    outside the cells (nox starting, the plan, the report) of the run's wall time `wall`."""
+    """Where the time of a warm run's cells went, from the phases each cell's result records; what a run costs
+    outside its cells (nox starting, the plan, the report: the same run with every cell's result reused); and the
+    rest of the run's wall time `wall`, lanes waiting for the longest cell."""
     _, listed, _ = planned(spec.load(matrix))
     results = [read_cell_result(result_path(reports, cell)) for cell in listed]
     phases: dict[str, list[float]] = {}
@@ -138,7 +139,49 @@ def breakdown(matrix: Path, reports: Path, wall: float, show) -> None:
     for name, seconds in phases.items():
         show(f"  per cell: {name}", f"{sum(seconds) / len(seconds):6.2f} s (mean of {len(seconds)})")
     inside = sum(r.seconds or 0.0 for r in results) / LANES
-    show("  outside the cells: nox, plan, report (wall - cells / lanes)", f"{wall - inside:6.2f} s")
+    fixed = nox_matrix(matrix, reports, "--", "--cached")
+    show("  outside the cells: nox, plan, report (every result reused: --cached)", f"{fixed:6.2f} s")
+    show("  lanes waiting for the longest cell (wall - outside - cells / lanes)", f"{wall - fixed - inside:6.2f} s")
+
+
+# The probes of the class as shipped, in one forked child of a cell's interpreter as a variant runs them, CPU
+# seconds: without watching which audited names run, and watching them (compat_matrix.tracing).
+WATCHING = """
+import inspect, os, platform, sys, time
+from compat_matrix import runner, tracing
+from compat_matrix.factory import default_factory, load_callable
+from compat_matrix.observe import call_probe
+from compat_matrix.probes import PREWARM, Build, prepare, prewarm, probes_for
+prewarm(PREWARM)
+runner.rehearse(300)
+cls, methods = load_callable(sys.argv[1]), tuple(sys.argv[2].split(","))
+prepare(methods)
+probes, build = probes_for(methods, runner.subject_kind(cls)), Build(default_factory, cls, methods)
+watched = {name: tracing.bodies(inspect.getattr_static(cls, name)) for name in methods}
+def once(names):
+    start = time.process_time()
+    for probe in probes:
+        call_probe(probe, build, 300, names)
+    return time.process_time() - start
+if os.fork() == 0:
+    once(watched)
+    plain, seen = min(once(None) for _ in range(3)), min(once(watched) for _ in range(3))
+    print(platform.python_version(), plain, seen, flush=True)
+    os._exit(0)
+os.wait()
+"""
+
+
+def watching(python: Path, subject: spec.Subject, show) -> None:
+    """What watching which audited names run costs the probes of one variant, in a warm cell."""
+    environ = envs.runner_environment(python.parent.parent)
+    command = [str(python), "-c", WATCHING, subject.target, ",".join(subject.methods)]
+    done = subprocess.run(command, env=environ, capture_output=True, text=True, check=True)
+    version, plain, watched = done.stdout.split()[-3:]
+    show(
+        f"  one variant's probes, CPU: unwatched, watching the audited names (Python {version})",
+        f"{float(plain):6.2f} s, {float(watched):6.2f} s   {float(watched) / float(plain):.2f}x",
+    )
 
 
 def cold_bytecode(python: Path, module: str, folder: Path, show) -> None:
@@ -239,6 +282,7 @@ def main() -> None:
         wall = nox_matrix(MATRIX, runs[-1])
         show("the last warm run once more, for its breakdown", f"{wall:6.1f} s")
         breakdown(MATRIX, runs[-1], wall, show)
+        watching(cell_pythons(default, runs[-1])[-1], default.subjects[0], show)
         cold_bytecode(cell_pythons(default, runs[-1])[-1], module, folder, show)
         sweep = variant_of(MATRIX, folder / "sweep", "char-causal-lm-checkpointing", SWEEP)
         warm_against_floor(sweep, folder / "sweep", "sweep of every 5.x minor from 5.14", repeat, show)
