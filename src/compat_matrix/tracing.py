@@ -12,6 +12,7 @@ A class attribute has no code: while a probe runs, it is read through a descript
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import sys
 import types
@@ -69,20 +70,18 @@ def _started(code: types.CodeType, offset: int) -> None:
 
 
 MONITORING = getattr(sys, "monitoring", None)  # Python 3.12 and later
-_TOOL: list[int] = []  # the sys.monitoring tool id this module took, once it did
 
 
+@functools.cache
 def _tool() -> int:
     """The sys.monitoring tool id of this module, taken the first time (the first one no other tool holds), with
     `_started` called on starting or resuming a watched code object (a generator's resumption too, as a trace
     function's `call` event)."""
-    if not _TOOL:
-        free = next(i for i in range(6) if MONITORING.get_tool(i) is None)
-        MONITORING.use_tool_id(free, "compat-matrix")
-        for event in (MONITORING.events.PY_START, MONITORING.events.PY_RESUME):
-            MONITORING.register_callback(free, event, _started)
-        _TOOL.append(free)
-    return _TOOL[0]
+    free = next(i for i in range(6) if MONITORING.get_tool(i) is None)
+    MONITORING.use_tool_id(free, "compat-matrix")
+    for event in (MONITORING.events.PY_START, MONITORING.events.PY_RESUME):
+        MONITORING.register_callback(free, event, _started)
+    return free
 
 
 @contextlib.contextmanager
