@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from compat_matrix import evidence, tiny, tracing, usertests, variants
+from compat_matrix.blame import clash_of
 from compat_matrix.factory import Factory, default_factory, load_callable, resolve_factory
 from compat_matrix.forks import STOPPED, WATCHDOG_GRACE, Forked, die_with_parent, forked, forked_each
 from compat_matrix.observe import BUILDS_ON, DEFAULT_TIMEOUT, ProbeTimeout, call_probe
@@ -615,7 +616,12 @@ def discover_distribution(distribution: str, timeout: float = DEFAULT_TIMEOUT) -
         for module in top_modules(distribution):
 
             def look(module: str = module) -> dict[str, Any]:
-                discovery = discover(module)
+                try:
+                    discovery = discover(module)
+                except Exception as exc:  # the module itself: why, and whose code raised it beside what
+                    found = clash_of(exc, own=(distribution,))
+                    skipped = Discovery(module, skipped=((module, describe_exception(exc)),))
+                    return {"discovery": skipped.to_json(), "overrides": {}, "clash": found and found.to_json()}
                 targets = [*discovery.subjects, *(t for t, _ in discovery.unaudited)]
                 overrides = {t: [[n, k] for n, _, k in discover_overrides(load_callable(t))] for t in targets}
                 return {"discovery": discovery.to_json(), "overrides": overrides}
