@@ -187,3 +187,21 @@ def test_init_tries_each_fix_once(tmp_path, monkeypatch):
     assert starter.fixes(seen, start, dict) == [("pyarrow<17", "why")]  # two modules, one fix
     pinned = starter.with_extra(start, [("pyarrow<17", "why")])
     assert starter.fixes(seen, pinned, dict) == []  # it did not fix it: not tried again
+
+
+def test_a_transformers_module_the_probes_need_that_cannot_be_imported_fails_the_cell_once_with_its_cause():
+    from compat_matrix.runner import unimportable
+
+    datasets = Clash(("datasets", "2.14.4"), (("pyarrow", "26.0.1"),))
+    why = unimportable(
+        {
+            "transformers.trainer": ("AttributeError: module 'pyarrow' has no attribute 'PyExtensionType'", datasets),
+            "transformers.training_args": ("ImportError: cannot import name 'Trainer'", None),
+        }
+    )
+    assert why == (
+        "the probes need transformers.trainer, which cannot be imported here: AttributeError: module 'pyarrow' has "
+        "no attribute 'PyExtensionType' (datasets 2.14.4 fails beside pyarrow 26.0.1)"
+    )
+    assert unimportable({"pytest": ("ModuleNotFoundError: No module named 'pytest'", None)}) is None
+    assert unimportable({}) is None
