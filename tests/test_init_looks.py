@@ -205,3 +205,18 @@ def test_a_transformers_module_the_probes_need_that_cannot_be_imported_fails_the
     )
     assert unimportable({"pytest": ("ModuleNotFoundError: No module named 'pytest'", None)}) is None
     assert unimportable({}) is None
+
+
+def test_the_declared_range_is_added_only_where_the_releases_asked_leave_out_a_range_with_a_lower_bound(tmp_path):
+    spec = MatrixSpec(tmp_path / "m.toml", "llm2vec", ("llm2vec==0.2.3",), (Axis("transformers", ("5.x",)),), ())
+
+    def start(asked: tuple[str, ...], declared: str | None) -> starter.Start:
+        metadata = resolve.Metadata("llm2vec", "0.2.3", ())
+        return starter.Start(
+            starter.Asked("llm2vec", transformers=asked), spec.path, "", metadata, spec, (), (), declared
+        )
+
+    assert starter.widened(start((), "<=4.44.2,>=4.43.1"), {}) is None  # the declared range is what it looked at
+    assert starter.widened(start(("declared", "5.x"), "<=4.44.2,>=4.43.1"), {}) is None
+    assert starter.widened(start(("5.x",), None), {}) is None
+    assert starter.widened(start(("5.x",), "<5"), {}) is None  # no lower bound: no range to sweep

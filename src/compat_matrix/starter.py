@@ -206,15 +206,58 @@ class Found:
         return [t for d in self.discoveries for t in d.subjects]
 
 
-def look(start: Start, envdir: Path, log: Callable[[str], None] = print) -> tuple[Start, Found]:
+class NothingToAudit(BadInput):
+    """Every cell that could be installed imported nothing to audit: one line saying what each found."""
+
+
+def look(
+    start: Start, envdir: Path, log: Callable[[str], None] = print, environ: Mapping[str, str] = os.environ
+) -> tuple[Start, Found]:
     """The classes the package defines that subclass transformers and override something, found in a cell's
     environment (installed as the cell installs it, so the run shares it): the newest release the package allows
     first, then the others, until one imports the package; then the release at the axis's other end, so that an
     import that fails there is said now, not in the run. A top-level module that fails for a module the package
     does not declare gets its distribution added to the extra requirements, and is looked into again (at most
-    MAX_ADDED times). BadInput when none can be installed, or nothing is found to audit."""
+    MAX_ADDED times). Where nothing imports on the releases asked for (`--transformers`), the range the package
+    declares is added to them and looked into (llm2vec: 4.43.1 … 4.44.2, beside 4.57.x and 5.x), so that the run
+    says where it breaks. BadInput when none can be installed, or nothing is found to audit."""
     reports = reports_folder(start.output, Path.cwd())
     ignore_housekeeping(Path(envdir), ENVIRONMENTS_IGNORED)
+    try:
+        return _look(start, envdir, reports, log)
+    except NothingToAudit as nothing:
+        wider = widened(start, environ)
+        if wider is None:
+            raise BadInput([*nothing.problems[:-1], nothing.problems[-1] + _hint(start)]) from None
+        log(
+            f"{nothing.problems[-1]}; looking in the range {start.metadata.name} declares, transformers{start.declared}"
+        )
+        return _look(wider, envdir, reports, log)
+
+
+def _hint(start: Start) -> str:
+    return declared_hint(start.asked.transformers, start.declared, start.metadata.name)
+
+
+def widened(start: Start, environ: Mapping[str, str]) -> Start | None:
+    """The start with the package's declared range added to the releases asked for, where it declares one with a
+    lower bound and they leave it out; None otherwise."""
+    if not _hint(start):
+        return None
+    specifiers = SpecifierSet(start.declared or "")
+    if not any(s.operator in (">", ">=", "==", "~=", "===") for s in specifiers):
+        return None
+    asked = replace(start.asked, transformers=(DECLARED, *start.asked.transformers), force=True)
+    wider = plan_start(asked, environ)
+    releases = " ".join(start.asked.transformers)
+    said = (
+        f"{start.metadata.name} {start.metadata.version or ''} declares transformers{start.declared}; nothing to "
+        f"audit could be imported with {releases} (as asked), so init added that range: the report says where it breaks"
+    )
+    return replace(wider, asked=start.asked, comments={**wider.comments, "transformers": said})
+
+
+def _look(start: Start, envdir: Path, reports: Path, log: Callable[[str], None]) -> tuple[Start, Found]:
     tried: list[str] = []
     installed = False
     for index, (cell, pins) in enumerate(start.cells):
@@ -232,8 +275,7 @@ def look(start: Start, envdir: Path, log: Callable[[str], None] = print) -> tupl
         tried.append(f"with {_shown(cell, pins)}: {_nothing(found, start)}")
     if not installed:
         raise BadInput([f"{start.requirement}: cannot be installed: {'; '.join(tried)}"])
-    hint = declared_hint(start.asked.transformers, start.declared, start.metadata.name)
-    raise BadInput([f"{start.metadata.name}: nothing to audit: {'; '.join(tried)}{hint}"])
+    raise NothingToAudit([f"{start.metadata.name}: nothing to audit: {'; '.join(tried)}"])
 
 
 MAX_ADDED = 3  # extra requirements init adds on its own, at most, before it says what it could not import
@@ -608,7 +650,7 @@ def init(
 ) -> Written:
     """The starter matrix file for `asked.package`, written and validated."""
     start = plan_start(asked, environ)
-    start, found = look(start, envdir, log)
+    start, found = look(start, envdir, log, environ)
     for release, failed in found.elsewhere:
         for module, why in failed:
             log(f"warning: with {release}: {_why(module, why, found, start.metadata)}")
