@@ -436,7 +436,7 @@ def clash_line(module: str, reason: str, clash: Clash, metadata: resolve.Metadat
     who = f"{metadata.name} {metadata.version or ''}".strip()
     others = ", ".join(f"{n} {v}" for n, v in beside)
     pinned = [(n, resolve.declared_by(metadata.requires, n)) for n, _ in beside]
-    fixed = [f"{n}{spec}" for n, spec in pinned if spec and any(op in spec for op in ("<", "=="))]
+    fixed = [f"{n}{spec}" for n, spec in pinned if capped(spec)]
     older = f'"{name}<{Version(version).major}"' if _version(version) else f'"{name}<{version}"'
     said = f"could not import {module}: {name} {version} fails beside {others} ({reason})"
     if fixed:
@@ -445,6 +445,11 @@ def clash_line(module: str, reason: str, clash: Clash, metadata: resolve.Metadat
     first, first_version = beside[0]
     back = f'"{first}<{Version(first_version).major}"' if _version(first_version) else f'"{first}<{first_version}"'
     return f'{said}: pin one in extra_requirements: "{name}>{version}" (a newer {name}) or {back} (an older {first})'
+
+
+def capped(specifier: str | None) -> bool:
+    """Whether a declared requirement holds its distribution back from newer releases (`<2`, `==1.26.4`)."""
+    return bool(specifier) and any(s.operator in ("<", "<=", "==", "~=", "===") for s in SpecifierSet(specifier))
 
 
 def clash_fix(
@@ -458,7 +463,7 @@ def clash_fix(
     who = f"{metadata.name} {metadata.version or ''}".strip()
     for other, version in clash.beside:
         cap = resolve.declared_by(metadata.requires, other)
-        if not cap or not any(s.operator in ("<", "<=", "==", "~=") for s in SpecifierSet(cap)):
+        if not capped(cap):
             continue
         uploads = uploads_of(other)
         excluded = [v for v in uploads if not v.is_prerelease and v > Version(version) and v not in SpecifierSet(cap)]
