@@ -249,7 +249,7 @@ def widened(start: Start, environ: Mapping[str, str]) -> Start | None:
         return None
     asked = replace(start.asked, transformers=(DECLARED, *start.asked.transformers), force=True)
     wider = plan_start(asked, environ)
-    releases = " ".join(start.asked.transformers)
+    releases = ", ".join(start.asked.transformers)
     said = (
         f"{start.metadata.name} {start.metadata.version or ''} declares transformers{start.declared}; nothing to "
         f"audit could be imported with {releases} (as asked), so init added that range: the report says where it breaks"
