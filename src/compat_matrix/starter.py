@@ -224,7 +224,7 @@ def look(
     reports = reports_folder(start.output, Path.cwd())
     ignore_housekeeping(Path(envdir), ENVIRONMENTS_IGNORED)
     try:
-        return _look(start, envdir, reports, log)
+        return _look(start, envdir, reports, log, environ)
     except NothingToAudit as nothing:
         wider = widened(start, environ)
         if wider is None:
@@ -232,7 +232,7 @@ def look(
         log(
             f"{nothing.problems[-1]}; looking in the range {start.metadata.name} declares, transformers{start.declared}"
         )
-        return _look(wider, envdir, reports, log)
+        return _look(wider, envdir, reports, log, environ)
 
 
 def _hint(start: Start) -> str:
@@ -257,11 +257,13 @@ def widened(start: Start, environ: Mapping[str, str]) -> Start | None:
     return replace(wider, asked=start.asked, comments={**wider.comments, "transformers": said})
 
 
-def _look(start: Start, envdir: Path, reports: Path, log: Callable[[str], None]) -> tuple[Start, Found]:
+def _look(
+    start: Start, envdir: Path, reports: Path, log: Callable[[str], None], environ: Mapping[str, str]
+) -> tuple[Start, Found]:
     tried: list[str] = []
     installed = False
     for index, (cell, pins) in enumerate(start.cells):
-        start, found, why = _look_into(start, cell, pins, envdir, reports, log)
+        start, found, why = _look_into(start, cell, pins, envdir, reports, log, environ)
         if found is None:
             tried.append(why or "")
             continue
@@ -270,7 +272,7 @@ def _look(start: Start, envdir: Path, reports: Path, log: Callable[[str], None])
             other = other_end(start.cells, index)
             if other is None:
                 return start, found
-            start, there, why = _look_into(start, *other, envdir, reports, log)
+            start, there, why = _look_into(start, *other, envdir, reports, log, environ)
             return start, also(found, there, _label(other), why or start.metadata.name)
         tried.append(f"with {_shown(cell, pins)}: {_nothing(found, start)}")
     if not installed:
@@ -291,12 +293,18 @@ def _label(end: tuple[Cell, Mapping[str, str]]) -> str:
 
 
 def _look_into(
-    start: Start, cell: Cell, pins: Mapping[str, str], envdir: Path, reports: Path, log: Callable[[str], None]
+    start: Start,
+    cell: Cell,
+    pins: Mapping[str, str],
+    envdir: Path,
+    reports: Path,
+    log: Callable[[str], None],
+    environ: Mapping[str, str],
 ) -> tuple[Start, Found | None, str | None]:
     """One cell's environment installed and the package looked into there, again with each undeclared module's
     distribution added while the package's own modules fail for one: the start (with what was added), what was
     found, and why it could not be installed (None when it was)."""
-    releases_of = resolve.lookup(os.environ)
+    releases_of = resolve.lookup(environ)
     while True:
         shown = _shown(cell, pins)
         home = Path(envdir).resolve() / f"init-{start.spec.name}-{cell.filename.removesuffix('.json')}"
@@ -310,7 +318,7 @@ def _look_into(
         missing = [
             (d, w) for d, w in undeclared(found, start.metadata, start.spec.installs) if _on_index(d, releases_of)
         ]
-        missing += fixes(found, start, lambda package: resolve.cached_uploads(package, os.environ))
+        missing += fixes(found, start, lambda package: resolve.cached_uploads(package, environ))
         if not missing or len(start.added) >= MAX_ADDED:
             for line in clash_lines(found, start.metadata):
                 log(f"with {shown}: {line}")
