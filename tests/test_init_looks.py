@@ -120,7 +120,11 @@ def test_what_the_other_end_could_not_import_is_said_and_what_only_it_found_is_k
     assert both.subjects == ["lib.a:A", "lib.b:B"]
     assert both.elsewhere == (("transformers 4.57.6", (("lib.c", "ImportError: cannot import name 'X'"),)),)
     failed = starter.also(here, None, "transformers 4.57.6", "with transformers==4.57.6: pins conflict")
-    assert failed.elsewhere == (("transformers 4.57.6", (("(install)", "with transformers==4.57.6: pins conflict"),)),)
+    assert failed.elsewhere == (
+        ("transformers 4.57.6", ((starter.NOT_INSTALLED, "with transformers==4.57.6: pins conflict"),)),
+    )
+    said = starter._why(starter.NOT_INSTALLED, "with transformers==4.57.6: pins conflict", failed, OLMO)
+    assert said == "ai2-olmo could not be installed with transformers==4.57.6: pins conflict"
     assert failed.subjects == ["lib.a:A"]
 
 

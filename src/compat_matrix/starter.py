@@ -514,11 +514,14 @@ def _release(cell: Cell, pins: Mapping[str, str]) -> Version:
         return Version("0")
 
 
+NOT_INSTALLED = "(not installed)"  # in place of a module: the other end's environment could not be installed
+
+
 def also(found: Found, there: Found | None, label: str, why: str) -> Found:
     """What was found, with what the other end adds: the classes only found there, and per module that could not
     be imported there but could here, why (`there` None: it could not be installed, and `why` says why)."""
     if there is None:
-        return replace(found, elsewhere=(*found.elsewhere, (label, (("(install)", why),))))
+        return replace(found, elsewhere=(*found.elsewhere, (label, ((NOT_INSTALLED, why),))))
     here = {m for d in found.discoveries for m, _ in d.skipped}
     failed = tuple((m, w) for d in there.discoveries for m, w in d.skipped if m not in here)
     known = set(found.subjects)
@@ -647,6 +650,8 @@ def text(start: Start, found: Found, command: str) -> str:
 
 def _why(module: str, why: str, found: Found, metadata: resolve.Metadata) -> str:
     clash = found.clashes.get(module)
+    if module == NOT_INSTALLED:
+        return f"{metadata.name} could not be installed {why}"
     return clash_line(module, why, clash, metadata) if clash else f"{module}: {why}"
 
 
