@@ -224,3 +224,13 @@ def test_the_declared_range_is_added_only_where_the_releases_asked_leave_out_a_r
     assert starter.widened(start(("declared", "5.x"), "<=4.44.2,>=4.43.1"), {}) is None
     assert starter.widened(start(("5.x",), None), {}) is None
     assert starter.widened(start(("5.x",), "<5"), {}) is None  # no lower bound: no range to sweep
+
+
+def test_a_clash_as_a_reasons_suffix():
+    from compat_matrix.blame import said
+
+    assert (
+        said(Clash(("datasets", "2.14.4"), (("pyarrow", "26.0.1"),)))
+        == " (datasets 2.14.4 fails beside pyarrow 26.0.1)"
+    )
+    assert said(None) == ""

@@ -61,6 +61,19 @@ def clash(
     return Clash((raised, versions.get(raised, "?")), tuple(sorted(named.items())))
 
 
+def said(found: Clash | None) -> str:
+    """A clash as a reason's suffix, " (datasets 2.14.4 fails beside pyarrow 26.0.1)", or "" for none."""
+    if found is None:
+        return ""
+    beside = ", ".join(f"{n} {v}" for n, v in found.beside)
+    return f" ({found.raised_in[0]} {found.raised_in[1]} fails beside {beside})"
+
+
+def owners(module: str) -> list[str]:
+    """The installed distributions that hold the top-level module of `module` ("llm2vec.models:X": llm2vec)."""
+    return list(importlib.metadata.packages_distributions().get(module.split(":")[0].split(".")[0], ()))
+
+
 def frame_modules(tb: TracebackType | None) -> list[str]:
     """The module name of every frame of a traceback, outermost first."""
     names = []

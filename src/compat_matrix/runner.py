@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from compat_matrix import evidence, tiny, tracing, usertests, variants
-from compat_matrix.blame import Clash, clash_of
+from compat_matrix.blame import Clash, clash_of, owners, said
 from compat_matrix.factory import Factory, default_factory, load_callable, resolve_factory
 from compat_matrix.forks import STOPPED, WATCHDOG_GRACE, Forked, die_with_parent, forked, forked_each
 from compat_matrix.observe import BUILDS_ON, DEFAULT_TIMEOUT, ProbeTimeout, call_probe
@@ -285,8 +285,9 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
         cls = load_callable(ask.target)
         factory = resolve_factory(ask.factory)
         inputs = load_callable(ask.inputs) if ask.inputs else None
-    except Exception as exc:
-        return replace(failed, status=IMPORT_FAILED, reason=describe_exception(exc))
+    except Exception as exc:  # where it failed inside another distribution beside a third, the two are named
+        reason = describe_exception(exc) + said(clash_of(exc, own=owners(ask.target)))
+        return replace(failed, status=IMPORT_FAILED, reason=reason)
     discovered = discover_overrides(cls)
     methods = methods or tuple(name for name, _, _ in discovered)  # none in the matrix file: every override
     overrides = tuple(Override(name, origin, name in methods, kind) for name, origin, kind in discovered)
@@ -610,9 +611,7 @@ def unimportable(failed: dict[str, tuple[str, Clash | None]]) -> str | None:
     where every one imported. What else failed (pytest) is left to the probe that needs it."""
     for module, (error, clash) in failed.items():
         if module.split(".")[0] == BUILDS_ON:
-            beside = ", ".join(f"{n} {v}" for n, v in clash.beside) if clash else ""
-            said = f" ({clash.raised_in[0]} {clash.raised_in[1]} fails beside {beside})" if clash else ""
-            return f"the probes need {module}, which cannot be imported here: {error}{said}"
+            return f"the probes need {module}, which cannot be imported here: {error}{said(clash)}"
     return None
 
 

@@ -613,7 +613,8 @@ def text(start: Start, found: Found, command: str) -> str:
     ]
     if start.spec.extra_requirements:
         added = dict(start.added)
-        lines.append(f"# what {meta.name} imports without declaring it")
+        heading = "needs that it does not require" if start.added else "imports without declaring it"
+        lines.append(f"# what {meta.name} {heading}")
         lines += [f"# {r}: added by init: {added[r]}" for r in start.spec.extra_requirements if r in added]
         lines.append(f"extra_requirements = [{', '.join(map(_quoted, start.spec.extra_requirements))}]")
     if start.spec.overrides:
