@@ -234,3 +234,27 @@ def test_a_clash_as_a_reasons_suffix():
         == " (datasets 2.14.4 fails beside pyarrow 26.0.1)"
     )
     assert said(None) == ""
+
+
+def test_what_init_added_that_cannot_be_installed_is_left_out_again(tmp_path, monkeypatch):
+    from packaging.version import Version
+
+    spec = write(tmp_path, '"5.x"')
+    spec = MatrixSpec(tmp_path / "m.toml", "ai2-olmo", ("ai2-olmo==0.6.0",), spec.axes, ())
+    ((cell, pins),) = [(c, {"transformers": "5.24.0"}) for c in cells(spec)]
+    start = starter.Start(starter.Asked("ai2-olmo"), spec.path, "ai2-olmo==0.6.0", OLMO, spec, spec.axes, (), None)
+    installs = []
+
+    def prepared(home, spec, cell, reports, pins, log):
+        installs.append(spec.extra_requirements)
+        return home / "bin" / "python", ("pins conflict: datasets" if spec.extra_requirements else None)
+
+    missing = found(("hf_olmo", "ModuleNotFoundError: No module named 'datasets'"))
+    monkeypatch.setattr(starter.envs, "prepared", prepared)
+    monkeypatch.setattr(starter, "_discovered", lambda start, python, home: missing)
+    monkeypatch.setattr(starter.resolve, "lookup", lambda environ: lambda package: (Version("4.0.0"),))
+    said: list[str] = []
+    after, seen, why = starter._look_into(start, cell, pins, tmp_path, tmp_path, said.append, {})
+    assert installs == [(), ("datasets",)] and why is None
+    assert after.spec.extra_requirements == () and seen is missing  # as it was before the addition
+    assert any("datasets left out" in line for line in said)

@@ -303,14 +303,20 @@ def _look_into(
 ) -> tuple[Start, Found | None, str | None]:
     """One cell's environment installed and the package looked into there, again with each undeclared module's
     distribution added while the package's own modules fail for one: the start (with what was added), what was
-    found, and why it could not be installed (None when it was)."""
+    found, and why it could not be installed (None when it was). What it added that then cannot be installed is
+    left out again, and what was found before it stands."""
     releases_of = resolve.lookup(environ)
+    before: tuple[Start, Found] | None = None
     while True:
         shown = _shown(cell, pins)
         home = Path(envdir).resolve() / f"init-{start.spec.name}-{cell.filename.removesuffix('.json')}"
         home.parent.mkdir(parents=True, exist_ok=True)
         log(f"installing {start.requirement} with {shown} into {display_path(home)}")
         python, why = envs.prepared(home, start.spec, cell, reports, pins, log=lambda line: None)
+        if why and before is not None:
+            added = ", ".join(r for r, _ in start.added[len(before[0].added) :])
+            log(f"with {shown}, what init added cannot be installed ({why}): {added} left out")
+            return before[0], before[1], None
         if why:
             return start, None, f"with {shown}: {why}"
         log(f"looking into {start.metadata.name} with {shown}")
@@ -325,6 +331,7 @@ def _look_into(
             return start, found, None
         for requirement, why in missing:
             log(f"{why}: added {requirement} to extra_requirements, looking again")
+        before = (start, found)
         start = with_extra(start, missing[: MAX_ADDED - len(start.added)])
 
 
