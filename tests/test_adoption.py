@@ -81,7 +81,7 @@ def test_an_axis_override_is_the_cells_pin_and_a_requirement_passes_as_is(tmp_pa
     assert spec.overrides == ("transformers", "numpy<2")
     cell = next(c for c in cells(spec) if c.requested["transformers"] == "5.x")
     args = install_args(spec, cell, {"transformers": "5.24.0"})
-    assert args[:4] == ["transformers==5.24.0", "torch==2.13.0", "mylib==1.0", "einops"]
+    assert args[:4] == ["mylib==1.0", "einops", "transformers==5.24.0", "torch==2.13.0"]
     assert "--override=transformers==5.24.0" in args and "--override=numpy<2" in args
     assert envs.asked(args) == envs.asked(
         install_args(spec, cell, {"transformers": "5.25.0"})

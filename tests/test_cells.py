@@ -47,14 +47,14 @@ def test_cell_names_pins_and_files():
     assert cell.pins == ("transformers<5.23,>=5.20",)
     assert "/" not in cell.filename and "<" not in cell.filename
     assert result_path(Path("r"), cell) == Path("r/.cells/demo") / cell.filename
-    assert install_args(matrix, cell) == ["transformers<5.23,>=5.20", "utf8-tokenizer==0.8.5", "accelerate"]
+    assert install_args(matrix, cell) == ["utf8-tokenizer==0.8.5", "transformers<5.23,>=5.20", "accelerate"]
 
 
 def test_local_projects_are_reinstalled(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "my-lib"\n')
     (cell,) = cells(spec(Axis("transformers", ("5.x",)), requirements=(str(tmp_path),)))
     args = install_args(spec(Axis("transformers", ("5.x",)), requirements=(str(tmp_path),)), cell)
-    assert args == ["transformers==5.*", str(tmp_path), "accelerate", "--reinstall-package=my-lib"]
+    assert args == [str(tmp_path), "transformers==5.*", "accelerate", "--reinstall-package=my-lib"]
 
 
 def test_runner_request_carries_subjects_and_packages():
@@ -211,9 +211,9 @@ def test_ranged_values_are_installed_as_the_release_they_resolve_to_and_exclude_
     )
     (cell,) = cells(matrix)
     assert install_args(matrix, cell, {"transformers": "5.18.0"}) == [
+        "utf8-tokenizer==0.8.5",  # the library's requirements first: uv decides what they need before the pins'
         "transformers==5.18.0",
         "torch==2.13.0",
-        "utf8-tokenizer==0.8.5",
         "accelerate",  # for the Trainer probes, whatever release the pins allow
         "--exclude-newer=2026-10-01T00:00:00Z",
     ]
@@ -315,6 +315,6 @@ def test_a_cell_runs_in_an_environment_beside_its_own_that_holds_exactly_its_pin
 
 def test_accelerate_is_installed_for_the_trainer_probes_unless_the_matrix_names_it():
     named = spec(Axis("transformers", ("5.x",)), requirements=("accelerate==1.10.0",))
-    assert install_args(named, cells(named)[0]) == ["transformers==5.*", "accelerate==1.10.0"]
+    assert install_args(named, cells(named)[0]) == ["accelerate==1.10.0", "transformers==5.*"]
     without = spec(Axis("torch", ("2.13.0",)))
     assert "accelerate" not in install_args(without, cells(without)[0])  # no transformers axis: not ours to add

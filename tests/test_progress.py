@@ -88,3 +88,18 @@ def test_a_long_install_says_so_every_half_minute(tmp_path):
     watcher.tick()
     assert [line.split(",")[0] for line in lines] == ["cell:a: installing", "cell:a: installing"]
     assert lines[0].endswith("35 s so far") and lines[1].endswith("1 min 10 s so far")
+
+
+def test_a_cell_none_of_whose_subjects_could_be_built_reads_nothing_ran_not_ok():
+    from compat_matrix.progress import line
+    from compat_matrix.results import SubjectResult
+    from compat_matrix.vocabulary import Status
+
+    unbuilt = SubjectResult("m:A", (), status="could-not-build", reason="AttributeError: x; write a factory")
+    ran = SubjectResult("m:B", ())
+    cell = CellResult("m", "cell:m:transformers=5.x", {"transformers": "5.x"}, subjects=(unbuilt,))
+    assert cell.outcome == Status.NOTHING_RAN and cell.status == "ok"  # the result keeps each subject's own reason
+    assert " | nothing ran | " in line(cell)
+    assert CellResult("m", "c", {}, subjects=(unbuilt, ran)).outcome == "ok"  # one ran: the cell did
+    assert CellResult("m", "c", {}).outcome == "ok"
+    assert CellResult("m", "c", {}, status="install-failed", subjects=(unbuilt,)).outcome == "install-failed"

@@ -83,9 +83,9 @@ OVERRIDE = "--override="  # + a requirement: what envs writes to the overrides f
 
 
 def install_args(spec: MatrixSpec, cell: Cell, pins: Mapping[str, str] | None = None) -> list[str]:
-    """What the installer gets: the cell's pins (exactly the release `pins` resolved a ranged value to, where it
-    did), the matrix's requirements (names or local paths) and extra requirements, `--exclude-newer` when the matrix
-    sets it, and its overrides (`OVERRIDE` + a requirement: an axis package named there overridden by the cell's
+    """What the installer gets: the matrix's requirements (names or local paths) and extra requirements, then the
+    cell's pins (exactly the release `pins` resolved a ranged value to, where it did), `--exclude-newer` when the
+    matrix sets it, and its overrides (`OVERRIDE` + a requirement: an axis package named there overridden by the cell's
     pin, so that a library's own cap on it does not stop the cell).
 
     A local project is rebuilt whenever the environment is installed (its contents are part of the environment's
@@ -99,7 +99,7 @@ def install_args(spec: MatrixSpec, cell: Cell, pins: Mapping[str, str] | None = 
     extra = [*pytest, *probes_need(spec, cell)]
     overrides = [OVERRIDE + pinned.get(o, o) for o in spec.overrides]
     reinstall = [f"--reinstall-package={name}" for name in local]
-    return [*pinned.values(), *spec.installs, *extra, *newer, *overrides, *reinstall]
+    return [*spec.installs, *pinned.values(), *extra, *newer, *overrides, *reinstall]
 
 
 PROBES_NEED = ("accelerate",)  # what transformers' Trainer needs, which the Trainer probes run in every cell

@@ -38,7 +38,7 @@ def line(result: CellResult) -> str:
     """The line of a finished cell: what got installed, how long it took, and the verdict material."""
     versions = ", ".join(f"{k} {v}" for k, v in result.resolved.items() if k != PYTHON)
     subjects = ", ".join(f"{s.target.rsplit(':', 1)[-1]} {decide(s).verdict}" for s in result.subjects)
-    parts = [result.cell, result.status + (" (reused)" if result.reused else ""), versions, subjects]
+    parts = [result.cell, result.outcome + (" (reused)" if result.reused else ""), versions, subjects]
     parts += [f"{result.seconds:.1f} s" if result.seconds is not None else "", result.reason or ""]
     return " | ".join(p for p in parts if p)
 

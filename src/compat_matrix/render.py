@@ -174,7 +174,7 @@ def versions_table(collected: Collected) -> str:
     results = [c.result for c in collected.cells]
     packages = list(dict.fromkeys(p for r in results for p in r.resolved))
     rows = [
-        [", ".join(f"{a} {v}" for a, v in r.requested.items()), r.status, *(r.resolved.get(p, "—") for p in packages)]
+        [", ".join(f"{a} {v}" for a, v in r.requested.items()), r.outcome, *(r.resolved.get(p, "—") for p in packages)]
         for r in results
     ]
     return table(["requested", "status", *packages], rows)
@@ -350,7 +350,7 @@ def report_json(report: Report) -> dict[str, Any]:
                 "cell": r.cell,
                 "requested": r.requested,
                 "resolved": r.resolved,
-                "status": r.status,
+                "status": r.outcome,
                 "reason": r.reason,
                 "subjects": [subject_json(s) for s in mine],
             }

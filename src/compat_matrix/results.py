@@ -16,6 +16,7 @@ from typing import Any
 
 SCHEMA = 1
 OK = "ok"
+NOTHING_RAN = "nothing ran"  # a cell that ran, none of whose subjects could be imported or built (vocabulary.Status)
 CRASHED = "crashed"  # a cell's runner or a subject's child died: a signal or an exit code
 TIMED_OUT = "timed-out"  # a probe call past the matrix's timeout, or a cell past its limit
 
@@ -280,6 +281,14 @@ class CellResult:
     reused: bool = False  # taken from an earlier run with the same cache_key (`--cached`)
     phases: tuple[tuple[str, float], ...] = ()  # (phase, seconds) of the run, in order: where a cell's time goes
     discovered: tuple[Discovery, ...] = ()  # what each module or package target stood for here
+
+    @property
+    def outcome(self) -> str:
+        """What the cell came to, as a report says it: its status, or NOTHING_RAN where it ran and not one of its
+        subjects could be imported or built (each says why; the run exits 3)."""
+        if self.status == OK and self.subjects and all(s.status != OK for s in self.subjects):
+            return NOTHING_RAN
+        return self.status
 
     def to_json(self) -> dict[str, Any]:
         return {

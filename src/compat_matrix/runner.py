@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from compat_matrix import evidence, tiny, tracing, usertests, variants
+from compat_matrix.blame import Clash, clash_of, owners, said
 from compat_matrix.factory import Factory, default_factory, load_callable, resolve_factory
 from compat_matrix.forks import STOPPED, WATCHDOG_GRACE, Forked, die_with_parent, forked, forked_each
 from compat_matrix.observe import BUILDS_ON, DEFAULT_TIMEOUT, ProbeTimeout, call_probe
@@ -198,7 +199,7 @@ def expand(ask: Ask, progress: Path) -> tuple[Discovery, list[Ask | SubjectResul
     run = forked(found, progress, ask.timeout, IMPORTING)
     if run.status != OK:
         why = (run.reason or run.status).removeprefix(f"{IMPORTING}: ")
-        return Discovery(ask.target), [SubjectResult(ask.target, ask.methods, "import-failed", why, group=ask.target)]
+        return Discovery(ask.target), [SubjectResult(ask.target, ask.methods, IMPORT_FAILED, why, group=ask.target)]
     discovery = Discovery.from_json(run.answer["discovery"])
     if not discovery.subjects:
         why = f"found no class in {ask.target} that subclasses a transformers class and overrides something of it"
@@ -284,8 +285,9 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
         cls = load_callable(ask.target)
         factory = resolve_factory(ask.factory)
         inputs = load_callable(ask.inputs) if ask.inputs else None
-    except Exception as exc:
-        return replace(failed, status="import-failed", reason=describe_exception(exc))
+    except Exception as exc:  # where it failed inside another distribution beside a third, the two are named
+        reason = describe_exception(exc) + said(clash_of(exc, own=owners(ask.target)))
+        return replace(failed, status=IMPORT_FAILED, reason=reason)
     discovered = discover_overrides(cls)
     methods = methods or tuple(name for name, _, _ in discovered)  # none in the matrix file: every override
     overrides = tuple(Override(name, origin, name in methods, kind) for name, origin, kind in discovered)
@@ -353,6 +355,7 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     return replace(done, tests=tests, mutants=ran)
 
 
+IMPORT_FAILED = "import-failed"  # a subject's class, or a transformers module the probes need, cannot be imported
 COULD_NOT_BUILD = "could-not-build"  # the default factory cannot make the subject tiny: it needs a factory
 
 
@@ -552,8 +555,19 @@ def run(request: dict[str, Any]) -> CellResult:
         )
         for s in request["subjects"]
     ]
-    prewarm(PREWARM + (("pytest",) if any(a.tests for a in asks) else ()))
+    failed = prewarm(PREWARM + (("pytest",) if any(a.tests for a in asks) else ()))
     phases.done("import what the probes use")
+    why = unimportable({m: (describe_exception(e), clash_of(e)) for m, e in failed.items()})
+    if why:
+        return CellResult(
+            request["matrix"],
+            request["cell"],
+            request["requested"],
+            installed_versions(request["packages"]),
+            status=IMPORT_FAILED,
+            reason=why,
+            phases=tuple(phases.seen),
+        )
     rehearse(timeout)
     phases.done("rehearse the probes")
     unloaded = tuple(load_probe_modules(request.get("probes", []), rootdir, timeout).items())
@@ -591,6 +605,16 @@ def run(request: dict[str, Any]) -> CellResult:
     )
 
 
+def unimportable(failed: dict[str, tuple[str, Clash | None]]) -> str | None:
+    """Why the cell cannot run its probes, where a transformers module they need failed to import (the error, and
+    the two distributions that clash where it names them: "datasets 2.14.4 fails beside pyarrow 26.0.1"); None
+    where every one imported. What else failed (pytest) is left to the probe that needs it."""
+    for module, (error, clash) in failed.items():
+        if module.split(".")[0] == BUILDS_ON:
+            return f"the probes need {module}, which cannot be imported here: {error}{said(clash)}"
+    return None
+
+
 def top_modules(distribution: str) -> list[str]:
     """The top-level modules and packages an installed distribution holds (its `top_level.txt`, else the files it
     installed), tests and private ones left out."""
@@ -615,7 +639,12 @@ def discover_distribution(distribution: str, timeout: float = DEFAULT_TIMEOUT) -
         for module in top_modules(distribution):
 
             def look(module: str = module) -> dict[str, Any]:
-                discovery = discover(module)
+                try:
+                    discovery = discover(module)
+                except Exception as exc:  # the module itself: why, and whose code raised it beside what
+                    found = clash_of(exc, own=(distribution,))
+                    skipped = Discovery(module, skipped=((module, describe_exception(exc)),))
+                    return {"discovery": skipped.to_json(), "overrides": {}, "clash": found and found.to_json()}
                 targets = [*discovery.subjects, *(t for t, _ in discovery.unaudited)]
                 overrides = {t: [[n, k] for n, _, k in discover_overrides(load_callable(t))] for t in targets}
                 return {"discovery": discovery.to_json(), "overrides": overrides}

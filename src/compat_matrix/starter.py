@@ -16,7 +16,7 @@ import os
 import re
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from compat_matrix import __version__, envs, resolve
+from compat_matrix.blame import Clash
 from compat_matrix.cells import ENVIRONMENTS_IGNORED, Cell, cells, ignore_housekeeping, reports_folder
 from compat_matrix.exits import BadInput
 from compat_matrix.results import Discovery
@@ -60,6 +61,7 @@ class Start:
     cells: tuple[tuple[Cell, Mapping[str, str]], ...]  # where to look into the package, in order, with their pins
     declared: str | None  # what the package declares for transformers; None: nothing
     comments: Mapping[str, str] = field(default_factory=dict)  # per key of the file, why it says what it says
+    added: tuple[tuple[str, str], ...] = ()  # (extra requirement, why): what init added to what was asked
 
 
 def plan_start(asked: Asked, environ: Mapping[str, str] = os.environ, read: Callable | None = None) -> Start:
@@ -100,7 +102,10 @@ def plan_start(asked: Asked, environ: Mapping[str, str] = os.environ, read: Call
         values: tuple[str | Sweep, ...] = tuple(
             Sweep("minor", DECLARED) if v == DECLARED else v for v in asked.transformers
         )
-        comments["transformers"] = f"{who} declares transformers{declared or ' (nothing)'}; tested as asked"
+        said = f"declares transformers{declared}" if declared else "declares no version range for transformers"
+        comments["transformers"] = (
+            f"{who} {said if declared is not None else 'does not declare transformers'}; tested as asked"
+        )
         if DECLARED in asked.transformers and declared is None:
             raise BadInput([f"--transformers declared: {who} declares nothing for transformers"])
     elif declared and any(s.operator in (">", ">=", "==", "~=", "===") for s in SpecifierSet(declared)):
@@ -193,52 +198,369 @@ class Found:
     versions: Mapping[str, str]
     discoveries: tuple[Discovery, ...]
     overrides: Mapping[str, tuple[tuple[str, str], ...]]
+    clashes: Mapping[str, Clash] = field(default_factory=dict)  # per module that could not be imported, if one
+    elsewhere: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # (release, (module, why)): the other end
 
     @property
     def subjects(self) -> list[str]:
         return [t for d in self.discoveries for t in d.subjects]
 
 
-def look(start: Start, envdir: Path, log: Callable[[str], None] = print) -> Found:
+class NothingToAudit(BadInput):
+    """Every cell that could be installed imported nothing to audit: one line saying what each found."""
+
+
+def look(
+    start: Start, envdir: Path, log: Callable[[str], None] = print, environ: Mapping[str, str] = os.environ
+) -> tuple[Start, Found]:
     """The classes the package defines that subclass transformers and override something, found in a cell's
     environment (installed as the cell installs it, so the run shares it): the newest release the package allows
-    first, then the others, until one imports the package. BadInput when none can be installed."""
+    first, then the others, until one imports the package; then the release at the axis's other end, so that an
+    import that fails there is said now, not in the run. A top-level module that fails for a module the package
+    does not declare gets its distribution added to the extra requirements, and is looked into again (at most
+    MAX_ADDED times). Where nothing imports on the releases asked for (`--transformers`), the range the package
+    declares is added to them and looked into (llm2vec: 4.43.1 … 4.44.2, beside 4.57.x and 5.x), so that the run
+    says where it breaks. BadInput when none can be installed, or nothing is found to audit."""
     reports = reports_folder(start.output, Path.cwd())
     ignore_housekeeping(Path(envdir), ENVIRONMENTS_IGNORED)
+    try:
+        return _look(start, envdir, reports, log, environ)
+    except NothingToAudit as nothing:
+        wider = widened(start, environ)
+        if wider is None:
+            raise BadInput([*nothing.problems[:-1], nothing.problems[-1] + _hint(start)]) from None
+        log(
+            f"{nothing.problems[-1]}; looking in the range {start.metadata.name} declares, transformers{start.declared}"
+        )
+        return _look(wider, envdir, reports, log, environ)
+
+
+def _hint(start: Start) -> str:
+    return declared_hint(start.asked.transformers, start.declared, start.metadata.name)
+
+
+def widened(start: Start, environ: Mapping[str, str]) -> Start | None:
+    """The start with the package's declared range added to the releases asked for, where it declares one with a
+    lower bound and they leave it out; None otherwise."""
+    if not _hint(start):
+        return None
+    specifiers = SpecifierSet(start.declared or "")
+    if not any(s.operator in (">", ">=", "==", "~=", "===") for s in specifiers):
+        return None
+    asked = replace(start.asked, transformers=(DECLARED, *start.asked.transformers), force=True)
+    wider = plan_start(asked, environ)
+    releases = ", ".join(start.asked.transformers)
+    said = (
+        f"{start.metadata.name} {start.metadata.version or ''} declares transformers{start.declared}; nothing to "
+        f"audit could be imported with {releases} (as asked), so init added that range: the report says where it breaks"
+    )
+    return replace(wider, asked=start.asked, comments={**wider.comments, "transformers": said})
+
+
+def _look(
+    start: Start, envdir: Path, reports: Path, log: Callable[[str], None], environ: Mapping[str, str]
+) -> tuple[Start, Found]:
     tried: list[str] = []
-    found: Found | None = None
-    for cell, pins in start.cells:
-        shown = ", ".join(f"{a}=={pins[a]}" if a in pins else p for a, p in zip(cell.requested, cell.pins, strict=True))
+    installed = False
+    for index, (cell, pins) in enumerate(start.cells):
+        start, found, why = _look_into(start, cell, pins, envdir, reports, log, environ)
+        if found is None:
+            tried.append(why or "")
+            continue
+        installed = True
+        if found.subjects:
+            other = other_end(start.cells, index)
+            if other is None:
+                return start, found
+            start, there, why = _look_into(start, *other, envdir, reports, log, environ)
+            return start, also(found, there, _label(other), why or start.metadata.name)
+        tried.append(f"with {_shown(cell, pins)}: {_nothing(found, start)}")
+    if not installed:
+        raise BadInput([f"{start.requirement}: cannot be installed: {'; '.join(tried)}"])
+    raise NothingToAudit([f"{start.metadata.name}: nothing to audit: {'; '.join(tried)}"])
+
+
+MAX_ADDED = 3  # extra requirements init adds on its own, at most, before it says what it could not import
+
+
+def _shown(cell: Cell, pins: Mapping[str, str]) -> str:
+    return ", ".join(f"{a}=={pins[a]}" if a in pins else p for a, p in zip(cell.requested, cell.pins, strict=True))
+
+
+def _label(end: tuple[Cell, Mapping[str, str]]) -> str:
+    cell, pins = end
+    return f"transformers {pins.get('transformers', cell.requested.get('transformers', '?'))}"
+
+
+def _look_into(
+    start: Start,
+    cell: Cell,
+    pins: Mapping[str, str],
+    envdir: Path,
+    reports: Path,
+    log: Callable[[str], None],
+    environ: Mapping[str, str],
+) -> tuple[Start, Found | None, str | None]:
+    """One cell's environment installed and the package looked into there, again with each undeclared module's
+    distribution added while the package's own modules fail for one: the start (with what was added), what was
+    found, and why it could not be installed (None when it was). What it added that then cannot be installed is
+    left out again, and what was found before it stands."""
+    releases_of = resolve.lookup(environ)
+    before: tuple[Start, Found] | None = None
+    while True:
+        shown = _shown(cell, pins)
         home = Path(envdir).resolve() / f"init-{start.spec.name}-{cell.filename.removesuffix('.json')}"
         home.parent.mkdir(parents=True, exist_ok=True)
         log(f"installing {start.requirement} with {shown} into {display_path(home)}")
         python, why = envs.prepared(home, start.spec, cell, reports, pins, log=lambda line: None)
+        if why and before is not None:
+            added = ", ".join(r for r, _ in start.added[len(before[0].added) :])
+            log(f"with {shown}, what init added cannot be installed ({why}): {added} left out")
+            return before[0], before[1], None
         if why:
-            tried.append(f"with {shown}: {why}")
-            continue
+            return start, None, f"with {shown}: {why}"
         log(f"looking into {start.metadata.name} with {shown}")
         found = _discovered(start, python, home)
-        if found.subjects:
-            return found
-        tried.append(f"with {shown}: {_nothing(found)}")
-    if found is None:
-        raise BadInput([f"{start.requirement}: cannot be installed: {'; '.join(tried)}"])
-    hint = declared_hint(start.asked.transformers, start.declared, start.metadata.name)
-    raise BadInput([f"{start.metadata.name}: nothing to audit: {'; '.join(tried)}{hint}"])
+        missing = [
+            (d, w) for d, w in undeclared(found, start.metadata, start.spec.installs) if _on_index(d, releases_of)
+        ]
+        missing += fixes(found, start, lambda package: resolve.cached_uploads(package, environ))
+        if not missing or len(start.added) >= MAX_ADDED:
+            for line in clash_lines(found, start.metadata):
+                log(f"with {shown}: {line}")
+            return start, found, None
+        for requirement, why in missing:
+            log(f"{why}: added {requirement} to extra_requirements, looking again")
+        before = (start, found)
+        start = with_extra(start, missing[: MAX_ADDED - len(start.added)])
+
+
+def fixes(found: Found, start: Start, uploads_of: Callable[[str], resolve.Uploads]) -> list[tuple[str, str]]:
+    """The pins `clash_fix` finds for the package's own modules that clash, each once, and none for a
+    distribution already pinned in the extra requirements (a fix that did not fix is not tried again)."""
+    pinned = {canonicalize_name(Requirement(r).name) for r in start.spec.extra_requirements if _named(r)}
+    out: dict[str, str] = {}
+    for clash in found.clashes.values():
+        if canonicalize_name(clash.raised_in[0]) in pinned:
+            continue
+        try:
+            fix = clash_fix(clash, start.metadata, uploads_of)
+        except resolve.ResolveError:
+            fix = None
+        if fix is not None:
+            out.setdefault(*fix)
+    return list(out.items())
+
+
+def _on_index(distribution: str, releases_of: Callable[[str], Sequence[Version]]) -> bool:
+    try:
+        return bool(releases_of(distribution))
+    except resolve.ResolveError:
+        return False
+
+
+def with_extra(start: Start, added: Sequence[tuple[str, str]]) -> Start:
+    """`start` with these (requirement, why) added to the matrix's extra requirements."""
+    extra = (*start.spec.extra_requirements, *(r for r, _ in added))
+    spec = replace(start.spec, extra_requirements=extra)
+    return replace(start, spec=spec, added=(*start.added, *added))
+
+
+# Import names that are not their distribution's name (most are: `datasets`, `einops`)
+DISTRIBUTIONS = {
+    "sklearn": "scikit-learn",
+    "yaml": "PyYAML",
+    "cv2": "opencv-python",
+    "PIL": "pillow",
+    "skimage": "scikit-image",
+    "bs4": "beautifulsoup4",
+    "attr": "attrs",
+    "dateutil": "python-dateutil",
+    "google.protobuf": "protobuf",
+    "jwt": "PyJWT",
+    "Levenshtein": "levenshtein",
+    "fitz": "PyMuPDF",
+    "dotenv": "python-dotenv",
+}
+
+
+def distribution_of(module: str) -> str:
+    """The distribution that most likely provides top-level module `module`."""
+    return DISTRIBUTIONS.get(module, module.replace("_", "-"))
+
+
+def undeclared(found: Found, metadata: resolve.Metadata, installs: Sequence[str]) -> list[tuple[str, str]]:
+    """(distribution, why) for each module that a top-level module of the package fails to import for
+    (ModuleNotFoundError) and that the package does not require (extras aside) nor the matrix installs: what the
+    package itself cannot be imported without. A submodule's missing module is an optional integration's: left out."""
+    asked = {canonicalize_name(Requirement(r).name) for r in installs if _named(r)}
+    out: dict[str, str] = {}
+    for discovery in found.discoveries:
+        for module, reason in discovery.skipped:
+            hit = _MISSING.search(reason)
+            if module != discovery.target or not reason.startswith("ModuleNotFoundError") or not hit:
+                continue
+            dist = distribution_of(hit.group(1))
+            if canonicalize_name(dist) in asked or resolve.declared_by(metadata.requires, dist) is not None:
+                continue
+            extras = declared_for(metadata.requires, dist)
+            said = f"declares only for its extra {', '.join(extras)}" if extras else "does not declare"
+            who = f"{metadata.name} {metadata.version or ''}".strip()
+            out.setdefault(dist, f"{module} imports {hit.group(1)} ({reason}), which {who} {said}")
+    return list(out.items())
+
+
+def _named(requirement: str) -> bool:
+    try:
+        Requirement(requirement)
+    except InvalidRequirement:
+        return False
+    return True
+
+
+def declared_for(requires: Sequence[str], package: str) -> list[str]:
+    """The extras of the package under which its metadata requires `package`."""
+    extras = []
+    for line in requires:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(requirement.name) == canonicalize_name(package) and requirement.marker is not None:
+            extras += re.findall(r"""extra\s*==\s*["']([^"']+)["']""", str(requirement.marker))
+    return list(dict.fromkeys(extras))
+
+
+def clash_lines(found: Found, metadata: resolve.Metadata) -> list[str]:
+    """A line per top-level module that failed inside another distribution's code beside a third: both named with
+    their installed versions, and the pin to write."""
+    lines = []
+    for discovery in found.discoveries:
+        for module, reason in discovery.skipped:
+            if module == discovery.target and module in found.clashes:
+                lines.append(clash_line(module, reason, found.clashes[module], metadata))
+    return lines
+
+
+def clash_line(module: str, reason: str, clash: Clash, metadata: resolve.Metadata) -> str:
+    """`could not import hf_olmo: pyarrow 26.0.1 fails beside numpy 1.26.4 (…); ai2-olmo 0.6.0 requires numpy<2:
+    pin an older pyarrow …`. Where the package's own requirements fix the version of the other distribution, the
+    one that raised has to move (an older release); else either may: a newer one of the one that raised, or an
+    older one of the other."""
+    (name, version), beside = clash.raised_in, clash.beside
+    who = f"{metadata.name} {metadata.version or ''}".strip()
+    others = ", ".join(f"{n} {v}" for n, v in beside)
+    pinned = [(n, resolve.declared_by(metadata.requires, n)) for n, _ in beside]
+    fixed = [f"{n}{spec}" for n, spec in pinned if capped(spec)]
+    older = f'"{name}<{Version(version).major}"' if _version(version) else f'"{name}<{version}"'
+    said = f"could not import {module}: {name} {version} fails beside {others} ({reason})"
+    if fixed:
+        pin = f"pin an older {name} in extra_requirements ({older}, lower until it imports)"
+        return f"{said}; {who} requires {', '.join(fixed)}: {pin}"
+    first, first_version = beside[0]
+    back = f'"{first}<{Version(first_version).major}"' if _version(first_version) else f'"{first}<{first_version}"'
+    return f'{said}: pin one in extra_requirements: "{name}>{version}" (a newer {name}) or {back} (an older {first})'
+
+
+def capped(specifier: str | None) -> bool:
+    """Whether a declared requirement holds its distribution back from newer releases (`<2`, `==1.26.4`)."""
+    return bool(specifier) and any(s.operator in ("<", "<=", "==", "~=", "===") for s in SpecifierSet(specifier))
+
+
+def clash_fix(
+    clash: Clash, metadata: resolve.Metadata, uploads_of: Callable[[str], resolve.Uploads]
+) -> tuple[str, str] | None:
+    """Where the package's own requirements cap a distribution that the one that raised fails beside (ai2-olmo's
+    numpy<2, pyarrow 26.0.1 requiring NumPy 2): (the pin, why) that takes a release of the one that raised from
+    before the first release the cap excludes (numpy 2.0.0, 2024-06-16: "pyarrow<17", 17.0.0 came after), which
+    cannot need what did not exist yet. None where nothing caps the other, or the upload times do not say."""
+    name = clash.raised_in[0]
+    who = f"{metadata.name} {metadata.version or ''}".strip()
+    for other, version in clash.beside:
+        cap = resolve.declared_by(metadata.requires, other)
+        if not capped(cap):
+            continue
+        uploads = uploads_of(other)
+        excluded = [v for v in uploads if not v.is_prerelease and v > Version(version) and v not in SpecifierSet(cap)]
+        if not excluded or uploads.get(min(excluded)) is None:
+            continue
+        first, when = min(excluded), uploads[min(excluded)]
+        assert when is not None
+        after = [v for v, at in uploads_of(name).items() if at is not None and at > when and not v.is_prerelease]
+        if not after:
+            continue
+        pin = f"{name}<{min(after)}"
+        why = (
+            f"{name} {clash.raised_in[1]} fails beside {other} {version}, and {who} requires {other}{cap}: a {name} "
+            f"from before {other} {first} ({when.date()})"
+        )
+        return pin, why
+    return None
+
+
+def _version(text: str) -> bool:
+    try:
+        return Version(text).major > 0
+    except ValueError:
+        return False
+
+
+def other_end(cells: Sequence[tuple[Cell, Mapping[str, str]]], looked: int) -> tuple[Cell, Mapping[str, str]] | None:
+    """Of the cells (with their pins), the one at the other end of the transformers axis from the one looked into:
+    the oldest release where that was the newest, else the newest; None where every cell tests the same release."""
+    releases = [_release(cell, pins) for cell, pins in cells]
+    oldest, newest = releases.index(min(releases)), releases.index(max(releases))
+    other = oldest if releases[looked] == releases[newest] else newest
+    return None if releases[other] == releases[looked] else cells[other]
+
+
+def _release(cell: Cell, pins: Mapping[str, str]) -> Version:
+    try:
+        return Version(pins.get("transformers") or cell.requested.get("transformers", "0"))
+    except ValueError:
+        return Version("0")
+
+
+NOT_INSTALLED = "(not installed)"  # in place of a module: the other end's environment could not be installed
+
+
+def also(found: Found, there: Found | None, label: str, why: str) -> Found:
+    """What was found, with what the other end adds: the classes only found there, and per module that could not
+    be imported there but could here, why (`there` None: it could not be installed, and `why` says why)."""
+    if there is None:
+        return replace(found, elsewhere=(*found.elsewhere, (label, ((NOT_INSTALLED, why),))))
+    here = {m for d in found.discoveries for m, _ in d.skipped}
+    failed = tuple((m, w) for d in there.discoveries for m, w in d.skipped if m not in here)
+    known = set(found.subjects)
+    extra = tuple(Discovery(d.target, tuple(t for t in d.subjects if t not in known)) for d in there.discoveries)
+    extra = tuple(d for d in extra if d.subjects)
+    overrides = {**there.overrides, **found.overrides}
+    clashes = {**there.clashes, **found.clashes}
+    elsewhere = (*found.elsewhere, (label, failed)) if failed else found.elsewhere
+    return replace(
+        found, discoveries=(*found.discoveries, *extra), overrides=overrides, clashes=clashes, elsewhere=elsewhere
+    )
 
 
 def declared_hint(transformers: tuple[str, ...], declared: str | None, name: str) -> str:
     """Where the releases asked for (`--transformers`) leave out what the package declares: how to test its own
     range too, and see where it breaks beyond it."""
-    if not transformers or declared is None or DECLARED in transformers:
+    if not transformers or not declared or DECLARED in transformers:
         return ""
     asked = " ".join(f"--transformers {value}" for value in transformers)
     return f" ({name} declares transformers{declared}: --transformers declared {asked} tests that range too)"
 
 
-def _nothing(found: Found) -> str:
-    skipped = [f"{m} ({why})" for d in found.discoveries for m, why in d.skipped]
-    said = f"could not import {', '.join(skipped)}" if skipped else "no class to audit"
+def _nothing(found: Found, start: Start | None = None) -> str:
+    clashes = found.clashes if start is not None else {}
+    skipped = [
+        clash_line(m, why, clashes[m], start.metadata)
+        if start is not None and m in clashes
+        else f"could not import {m} ({why})"
+        for d in found.discoveries
+        for m, why in d.skipped
+    ]
+    said = "; ".join(skipped) if skipped else "no class to audit"
     reasons = [why for d in found.discoveries for _, why in d.skipped]
     missing = sorted({m.group(1) for why in reasons if (m := _MISSING.search(why))})
     hint = f" (if it imports {', '.join(missing)} without declaring it: --extra {' --extra '.join(missing)})"
@@ -267,7 +589,10 @@ def _discovered(start: Start, python: Path, home: Path) -> Found:
 def found_from(data: Mapping[str, Any]) -> Found:
     overrides = {t: tuple((n, k) for n, k in pairs) for item in data["found"] for t, pairs in item["overrides"].items()}
     discoveries = tuple(Discovery.from_json(item["discovery"]) for item in data["found"])
-    return Found(dict(data["versions"]), discoveries, overrides)
+    clashes = {
+        item["discovery"]["target"]: Clash.from_json(item["clash"]) for item in data["found"] if item.get("clash")
+    }
+    return Found(dict(data["versions"]), discoveries, overrides, clashes)
 
 
 def _quoted(value: str) -> str:
@@ -294,10 +619,11 @@ def text(start: Start, found: Found, command: str) -> str:
         f"requirements = [{_quoted(start.requirement)}]",
     ]
     if start.spec.extra_requirements:
-        lines += [
-            f"# what {meta.name} imports without declaring it",
-            f"extra_requirements = [{', '.join(map(_quoted, start.spec.extra_requirements))}]",
-        ]
+        added = dict(start.added)
+        heading = "needs that it does not require" if start.added else "imports without declaring it"
+        lines.append(f"# what {meta.name} {heading}")
+        lines += [f"# {r}: added by init: {added[r]}" for r in start.spec.extra_requirements if r in added]
+        lines.append(f"extra_requirements = [{', '.join(map(_quoted, start.spec.extra_requirements))}]")
     if start.spec.overrides:
         lines += [f"# {comments['overrides']}", f"overrides = [{', '.join(map(_quoted, start.spec.overrides))}]"]
     if not start.spec.extra_requirements:
@@ -320,7 +646,21 @@ def text(start: Start, found: Found, command: str) -> str:
     if skipped:
         lines += ["", f"# Could not be imported with {where} (exclude them, or add what they need):"]
         lines += [f"#   {m}: {why}" for m, why in skipped]
+    for release, failed in found.elsewhere:
+        lines += ["", f"# Could not be imported with {release}, but could with {where}:"]
+        lines += [f"#   {_why(m, why, found, meta)}" for m, why in failed]
+    clashes = clash_lines(found, meta)
+    if clashes:
+        lines += ["", "# Clashes of two installed distributions (the package's own import fails inside one):"]
+        lines += [f"#   {line}" for line in clashes]
     return "\n".join(lines) + "\n"
+
+
+def _why(module: str, why: str, found: Found, metadata: resolve.Metadata) -> str:
+    clash = found.clashes.get(module)
+    if module == NOT_INSTALLED:
+        return f"{metadata.name} could not be installed {why}"
+    return clash_line(module, why, clash, metadata) if clash else f"{module}: {why}"
 
 
 @dataclass(frozen=True)
@@ -336,7 +676,10 @@ def init(
 ) -> Written:
     """The starter matrix file for `asked.package`, written and validated."""
     start = plan_start(asked, environ)
-    found = look(start, envdir, log)
+    start, found = look(start, envdir, log, environ)
+    for release, failed in found.elsewhere:
+        for module, why in failed:
+            log(f"warning: with {release}: {_why(module, why, found, start.metadata)}")
     command = f"compat-matrix run {display_path(start.output)}"
     start.output.parent.mkdir(parents=True, exist_ok=True)
     start.output.write_text(text(start, found, command), encoding="utf-8")

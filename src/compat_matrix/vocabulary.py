@@ -22,6 +22,7 @@ class Status(StrEnum):
     NO_INTERPRETER = "interpreter not found"
     NOT_RUN = "not run"  # no result for it: the cell never ran, or the subject is missing from its result
     DAMAGED = "damaged result"  # a result file that cannot be read
+    NOTHING_RAN = "nothing ran"  # a cell that ran, none of whose subjects could be imported or built
 
 
 class VerdictKind(StrEnum):

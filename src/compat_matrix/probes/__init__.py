@@ -177,12 +177,18 @@ PREWARM = (
 )
 
 
-def prewarm(modules: tuple[str, ...] = PREWARM) -> None:
+def prewarm(modules: tuple[str, ...] = PREWARM) -> dict[str, Exception]:
+    """Import what the probes use, once per cell; what could not be imported, and why (the runner fails the cell
+    where a transformers module is among them: every probe would otherwise fail on it, each saying less)."""
+    failed = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name in modules:
-            with contextlib.suppress(Exception):  # a probe that needs it reports the error as an observation
+            try:
                 importlib.import_module(name)
+            except Exception as exc:
+                failed[name] = exc
+    return failed
 
 
 from compat_matrix.probes import checkpointing, generic, outputs, training  # noqa: E402, F401  registers the families
