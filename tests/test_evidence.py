@@ -138,3 +138,12 @@ def test_an_attribute_that_decides_how_other_checkpoints_load_is_never_redundant
     loaded = subject(obs("save", "loaded", True, True), reached("save", [keys], []), methods=(keys,))
     judged = judge(loaded, keys)
     assert judged.verdict == INCONCLUSIVE and "checkpoints with other keys" in judged.reason
+
+
+def test_the_name_of_the_main_input_is_never_redundant():
+    """granite-tsfm's PatchTSTFMForPrediction: `main_input_name = "past_values"` read Delete on a tiny model fed
+    token ids, where deleting it makes generate and the Trainer's token count look for `inputs` instead."""
+    name = "main_input_name"
+    built = subject(obs("build", "built", True, True), reached("build", [name], []), methods=(name,))
+    judged = judge(built, name)
+    assert judged.verdict == INCONCLUSIVE and "not this model's inputs" in judged.reason

@@ -11,8 +11,9 @@ contexts, that deleting it changes something or nothing. Pure functions; standar
   at. Such probes "told nothing".
 - X is `same` only with evidence of it having run as shipped and no difference in any context; it is `orphaned`
   where the release no longer defines, calls or reads it and nothing differs but warnings (transformers may warn
-  about the very override it no longer uses); else `inconclusive`, saying why. An attribute that only decides how
-  checkpoints with other keys load (CHECKPOINTS) is never `same`: the probes reload what the class itself saved.
+  about the very override it no longer uses); else `inconclusive`, saying why. An attribute whose effect the
+  probes cannot see (UNSEEN) is never `same`: one that only decides how checkpoints with other keys load (the
+  probes reload what the class itself saved), and the name of the model's main input (the probes feed token ids).
 """
 
 from __future__ import annotations
@@ -25,14 +26,22 @@ from compat_matrix.results import Observation, SubjectResult, failure_in
 from compat_matrix.variants import Variant
 
 SAME, DIFFERS, ORPHANED, INCONCLUSIVE = "same", "differs", "orphaned", "inconclusive"
-# Attributes that decide how a checkpoint with other keys loads (a base model's, another library's, an older
-# release's): a round trip of the class's own checkpoint cannot show that deleting them changes nothing.
-CHECKPOINTS = (
-    "_keys_to_ignore_on_load_unexpected",
-    "_keys_to_ignore_on_load_missing",
-    "_checkpoint_conversion_mapping",
-    "base_model_prefix",
-)
+# Attributes whose effect the probes cannot see, and why: a round trip of the class's own checkpoint cannot show that
+# deleting one that decides how a checkpoint with other keys loads (a base model's, another library's, an older
+# release's) changes nothing; and transformers takes the input `main_input_name` names as the model's own
+# (`generate`, the `Trainer`'s count of tokens), which for a model of other inputs (`past_values`, `pixel_values`)
+# the probes' token ids never are.
+_CHECKPOINTS = "decides how checkpoints with other keys load; the probes reload only what the class saved"
+UNSEEN = {
+    "_keys_to_ignore_on_load_unexpected": _CHECKPOINTS,
+    "_keys_to_ignore_on_load_missing": _CHECKPOINTS,
+    "_checkpoint_conversion_mapping": _CHECKPOINTS,
+    "base_model_prefix": _CHECKPOINTS,
+    "main_input_name": (
+        "names the input that generate and the Trainer's count of tokens take as the model's own; the probes give "
+        "token ids, not this model's inputs"
+    ),
+}
 ALONE = "deleted"  # the one context of a single audited name
 WITH_REST = "the rest as shipped"  # X deleted, the other audited names kept
 WITHOUT_REST = "the rest deleted"  # X kept alone, the other audited names deleted
@@ -148,9 +157,8 @@ def judge(subject: SubjectResult, name: str) -> Judgement:
     quiet = tuple(silent.items())
     if orphaned:
         return Judgement(name, ORPHANED, reason=orphaned, told_nothing=quiet)
-    if evidence and name in CHECKPOINTS:
-        why = f"{name} decides how checkpoints with other keys load; the probes reload only what the class saved"
-        return Judgement(name, INCONCLUSIVE, reason=why, told_nothing=quiet)
+    if evidence and name in UNSEEN:
+        return Judgement(name, INCONCLUSIVE, reason=f"{name} {UNSEEN[name]}", told_nothing=quiet)
     if evidence:
         return Judgement(name, SAME, contexts[0], told_nothing=quiet)
     why = f"{name} never ran as shipped in a probe that observed something"
