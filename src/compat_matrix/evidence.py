@@ -13,7 +13,8 @@ contexts, that deleting it changes something or nothing. Pure functions; standar
   where the release no longer defines, calls or reads it and nothing differs but warnings (transformers may warn
   about the very override it no longer uses); else `inconclusive`, saying why. An attribute whose effect the
   probes cannot see (UNSEEN) is never `same`: one that only decides how checkpoints with other keys load (the
-  probes reload what the class itself saved), and the name of the model's main input (the probes feed token ids).
+  probes reload what the class itself saved), the name of the model's main input (the probes feed token ids), and
+  those that decide what happens on several devices, in half precision or with another cache.
 """
 
 from __future__ import annotations
@@ -28,10 +29,16 @@ from compat_matrix.variants import Variant
 SAME, DIFFERS, ORPHANED, INCONCLUSIVE = "same", "differs", "orphaned", "inconclusive"
 # Attributes whose effect the probes cannot see, and why: a round trip of the class's own checkpoint cannot show that
 # deleting one that decides how a checkpoint with other keys loads (a base model's, another library's, an older
-# release's) changes nothing; and transformers takes the input `main_input_name` names as the model's own
-# (`generate`, the `Trainer`'s count of tokens), which for a model of other inputs (`past_values`, `pixel_values`)
-# the probes' token ids never are.
+# release's) changes nothing; transformers takes the input `main_input_name` names as the model's own (`generate`,
+# the `Trainer`'s count of tokens), which for a model of other inputs (`past_values`, `pixel_values`) the probes'
+# token ids never are; and tiny models on one CPU, in float32, generating with the default cache, never meet what
+# the others decide.
 _CHECKPOINTS = "decides how checkpoints with other keys load; the probes reload only what the class saved"
+_DEVICES = (
+    "decides how the model is split or placed across devices (device_map, parallelism, FSDP); the probes use one CPU"
+)
+_HALF = "decides which modules stay in float32 where the model loads in half precision; the probes load it in float32"
+_CACHES = "decides whether generate may use a static or quantized cache or compile; the probes use the default cache"
 UNSEEN = {
     "_keys_to_ignore_on_load_unexpected": _CHECKPOINTS,
     "_keys_to_ignore_on_load_missing": _CHECKPOINTS,
@@ -41,6 +48,12 @@ UNSEEN = {
         "names the input that generate and the Trainer's count of tokens take as the model's own; the probes give "
         "token ids, not this model's inputs"
     ),
+    **dict.fromkeys(
+        ("_no_split_modules", "_skip_keys_device_placement", "_tp_plan", "_pp_plan", "_ep_plan", "is_parallelizable"),
+        _DEVICES,
+    ),
+    **dict.fromkeys(("_keep_in_fp32_modules", "_keep_in_fp32_modules_strict"), _HALF),
+    **dict.fromkeys(("_supports_static_cache", "_supports_quantized_cache", "_can_compile_fullgraph"), _CACHES),
 }
 ALONE = "deleted"  # the one context of a single audited name
 WITH_REST = "the rest as shipped"  # X deleted, the other audited names kept
