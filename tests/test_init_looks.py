@@ -3,10 +3,11 @@ imported without, and says which two installed distributions clash where its imp
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from compat_matrix import resolve, starter
-from compat_matrix.blame import Clash, clash
+from compat_matrix.blame import Clash, clash, innermost
 from compat_matrix.cells import cells
 from compat_matrix.results import Discovery
 from compat_matrix.spec import Axis, MatrixSpec, load
@@ -37,6 +38,47 @@ def test_the_packages_own_code_failing_or_a_message_naming_nothing_installed_is_
     assert clash(["importlib._bootstrap"], "pyarrow", OWNERS, VERSIONS) is None  # no distribution's frame
 
 
+def test_neither_the_package_nor_a_path_in_the_message_is_named_beside():
+    """ImportError's "from 'huggingface_hub' (/…/init-llm2vec-…/site-packages/huggingface_hub/__init__.py)"."""
+    owners = {**OWNERS, "huggingface_hub": ["huggingface-hub"], "llm2vec": ["llm2vec"], "sentence_transformers": ["st"]}
+    versions = {**VERSIONS, "huggingface-hub": "0.26.0", "llm2vec": "0.2.3", "st": "2.2.2"}
+    message = (
+        "cannot import name 'cached_download' from 'huggingface_hub' "
+        "(/work/x/.nox/init-llm2vec-transformers_4.44.2/lib/python3.11/site-packages/huggingface_hub/__init__.py)"
+    )
+    said = clash(["llm2vec", "sentence_transformers"], message, owners, versions, own=("llm2vec",))
+    assert said == Clash(("st", "2.2.2"), (("huggingface-hub", "0.26.0"),))
+
+
+def test_a_clash_is_read_off_the_exception_at_the_bottom_of_a_chain():
+    """transformers' lazy modules re-raise a failed import as a RuntimeError `from` it: the clash is the inner one's,
+    not transformers' own."""
+    try:
+        try:
+            raise AttributeError("inner")
+        except AttributeError as inner:
+            raise RuntimeError("Failed to import transformers.trainer") from inner
+    except RuntimeError as outer:
+        assert str(innermost(outer)) == "inner"
+    try:
+        try:
+            raise KeyError("first")
+        except KeyError:
+            raise ValueError("while handling it") from None  # suppressed: the outer one is the bottom
+    except ValueError as plain:
+        assert innermost(plain) is plain
+
+
+def test_the_other_ends_clash_is_kept_only_for_what_failed_there_alone():
+    clash_there = Clash(("datasets", "2.14.4"), (("pyarrow", "26.0.1"),))
+    here = found(("lib_train", "ImportError: cannot import name 'X' from 'transformers'"))
+    missing = "AttributeError: module 'pyarrow' has no attribute 'PyExtensionType'"
+    there = found(("lib_train", missing), ("lib_data", missing))
+    there = replace(there, clashes={"lib_train": clash_there, "lib_data": clash_there})
+    merged = starter.also(here, there, "transformers 4.57.6", "")
+    assert merged.clashes == {"lib_data": clash_there}  # lib_train fails here for a reason of its own
+
+
 def test_an_undeclared_module_the_package_itself_needs_is_added_an_optional_submodules_is_not():
     seen = starter.Found(
         {},
@@ -53,8 +95,13 @@ def test_an_undeclared_module_the_package_itself_needs_is_added_an_optional_subm
         "only for its extra train"
     )
     assert starter.undeclared(seen, OLMO, ("ai2-olmo==0.6.0", "datasets")) == []  # asked for already: not again
-    sklearn = found(("lib", "ModuleNotFoundError: No module named 'sklearn.utils'"))
+    sklearn = found(("lib", "ModuleNotFoundError: No module named 'sklearn'"))
     assert [d for d, _ in starter.undeclared(sklearn, resolve.Metadata("lib", "1", ()), ())] == ["scikit-learn"]
+    # Python names the first part that is missing: a missing submodule's package is installed, nothing to add
+    submodule = found(("lib", "ModuleNotFoundError: No module named 'transformers.models.mistral.modeling_foo'"))
+    assert starter.undeclared(submodule, resolve.Metadata("lib", "1", ()), ()) == []
+    protobuf = found(("lib", "ModuleNotFoundError: No module named 'google.protobuf'"))  # a namespace package's
+    assert [d for d, _ in starter.undeclared(protobuf, resolve.Metadata("lib", "1", ()), ())] == ["protobuf"]
     declared = resolve.Metadata("lib", "1", ("scikit-learn",))  # declared and still missing: not ours to add
     assert starter.undeclared(sklearn, declared, ()) == []
 
@@ -73,13 +120,13 @@ def test_a_clash_line_names_both_distributions_and_the_pin_to_write():
     assert starter.clash_line("tsfm_public", why, datasets, resolve.Metadata("granite-tsfm", "0.3.11", ())) == (
         "could not import tsfm_public: datasets 2.14.4 fails beside pyarrow 26.0.1 (AttributeError: module 'pyarrow' "
         "has no attribute 'PyExtensionType'): pin one in extra_requirements: \"datasets>2.14.4\" (a newer datasets) "
-        'or "pyarrow<26" (an older pyarrow)'
+        'or "pyarrow<26.0.1" (an older pyarrow)'
     )
     numpy = Clash(("pyarrow", "26.0.1"), (("numpy", "1.26.4"),))
     line = starter.clash_line("hf_olmo", "ImportError: pyarrow requires NumPy 2.0 or newer", numpy, OLMO)
     assert line == (
         "could not import hf_olmo: pyarrow 26.0.1 fails beside numpy 1.26.4 (ImportError: pyarrow requires NumPy 2.0 "
-        'or newer); ai2-olmo 0.6.0 requires numpy<2: pin an older pyarrow in extra_requirements ("pyarrow<26", '
+        'or newer); ai2-olmo 0.6.0 requires numpy<2: pin an older pyarrow in extra_requirements ("pyarrow<26.0.1", '
         "lower until it imports)"
     )
     seen = found(("hf_olmo", "ImportError: pyarrow requires NumPy 2.0 or newer"), clashes={"hf_olmo": numpy})

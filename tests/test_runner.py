@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import resource
 import time
 import warnings
 from collections.abc import Callable
@@ -186,6 +187,26 @@ def test_two_children_at_once_where_two_cores_are_free_for_one_torch_thread_each
     for unset in ("", "²", "0"):  # torch may then use every core in each child
         monkeypatch.setenv("OMP_NUM_THREADS", unset)
         assert forks._at_once() == 1
+
+
+def test_a_wait_ends_when_a_child_does_even_with_many_descriptors_open():
+    """A batch ends when its last child does, not at the next poll; a process with descriptors from 1024 on open
+    (select.select refuses them) waits all the same."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    opened = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        start = time.monotonic()
+        forks._wait_any([pid], 30.0)
+        assert time.monotonic() - start < 10
+        os.waitpid(pid, 0)
+    finally:
+        for fd in opened:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_forked_each_runs_children_at_once_and_answers_in_order(tmp_path, monkeypatch):

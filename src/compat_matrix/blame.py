@@ -50,15 +50,19 @@ def clash(
     raised = next((owners[m.split(".")[0]][0] for m in reversed(modules) if owners.get(m.split(".")[0])), None)
     if raised is None or raised.lower() in mine:
         return None
+    words = _PATHS.sub("", message)  # "(/…/site-packages/huggingface_hub/__init__.py)" names no distribution
     named: dict[str, str] = {}
     for module, dists in owners.items():
-        if dists and re.search(rf"(?<![\w.]){re.escape(module)}(?![\w])", message, re.IGNORECASE):
+        if dists and re.search(rf"(?<![\w.]){re.escape(module)}(?![\w])", words, re.IGNORECASE):
             dist = dists[0]
-            if dist.lower() != raised.lower() and dist in versions:
+            if dist.lower() not in {raised.lower(), *mine} and dist in versions:
                 named.setdefault(dist, versions[dist])
     if not named:
         return None
     return Clash((raised, versions.get(raised, "?")), tuple(sorted(named.items())))
+
+
+_PATHS = re.compile(r"\((?:/|[A-Za-z]:\\)[^)]*\)")  # a parenthesised absolute path, as ImportError's "from 'x' (…)"
 
 
 def said(found: Clash | None) -> str:
@@ -83,8 +87,22 @@ def frame_modules(tb: TracebackType | None) -> list[str]:
     return names
 
 
+def innermost(exc: BaseException) -> BaseException:
+    """The exception at the bottom of a chain: transformers' lazy modules re-raise a failed import as a RuntimeError
+    `from` it (`__cause__`), and an error raised while handling another keeps that one (`__context__`)."""
+    seen = {id(exc)}
+    while (inner := exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)) is not None:
+        if id(inner) in seen:
+            break
+        seen.add(id(inner))
+        exc = inner
+    return exc
+
+
 def clash_of(exc: BaseException, own: Iterable[str] = ()) -> Clash | None:
-    """`clash` for an exception raised here, from the installed distributions' metadata."""
+    """`clash` for an exception raised here (the one at the bottom of its chain), from the installed distributions'
+    metadata."""
+    exc = innermost(exc)
     owners = importlib.metadata.packages_distributions()
     versions = {}
     for dists in owners.values():

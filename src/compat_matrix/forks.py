@@ -107,7 +107,10 @@ def _wait_any(pids: list[int], seconds: float) -> None:
     try:
         for pid in pids:
             fds.append(os.pidfd_open(pid))
-        select.select(fds, [], [], seconds)
+        waiting = select.poll()  # not select.select: that refuses descriptors from 1024 on
+        for fd in fds:
+            waiting.register(fd, select.POLLIN)
+        waiting.poll(seconds * 1000)
     except (AttributeError, OSError):  # no pidfd_open here
         time.sleep(seconds)
     finally:

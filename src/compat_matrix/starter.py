@@ -23,7 +23,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from compat_matrix import __version__, envs, resolve
 from compat_matrix.blame import Clash
@@ -384,9 +384,13 @@ DISTRIBUTIONS = {
 }
 
 
-def distribution_of(module: str) -> str:
-    """The distribution that most likely provides top-level module `module`."""
-    return DISTRIBUTIONS.get(module, module.replace("_", "-"))
+def distribution_of(module: str) -> str | None:
+    """The distribution that most likely provides `module`, a module Python could not find; None where only a
+    submodule is missing (`transformers.models.foo`, `torch.distributed.tensor`): Python names the first part that
+    is missing, so the package it belongs to is installed, and installing it again changes nothing."""
+    if module in DISTRIBUTIONS:
+        return DISTRIBUTIONS[module]
+    return None if "." in module else module.replace("_", "-")
 
 
 def undeclared(found: Found, metadata: resolve.Metadata, installs: Sequence[str]) -> list[tuple[str, str]]:
@@ -401,7 +405,9 @@ def undeclared(found: Found, metadata: resolve.Metadata, installs: Sequence[str]
             if module != discovery.target or not reason.startswith("ModuleNotFoundError") or not hit:
                 continue
             dist = distribution_of(hit.group(1))
-            if canonicalize_name(dist) in asked or resolve.declared_by(metadata.requires, dist) is not None:
+            if dist is None or canonicalize_name(dist) in asked:
+                continue
+            if resolve.declared_by(metadata.requires, dist) is not None:
                 continue
             extras = declared_for(metadata.requires, dist)
             said = f"declares only for its extra {', '.join(extras)}" if extras else "does not declare"
@@ -452,13 +458,13 @@ def clash_line(module: str, reason: str, clash: Clash, metadata: resolve.Metadat
     others = ", ".join(f"{n} {v}" for n, v in beside)
     pinned = [(n, resolve.declared_by(metadata.requires, n)) for n, _ in beside]
     fixed = [f"{n}{spec}" for n, spec in pinned if capped(spec)]
-    older = f'"{name}<{Version(version).major}"' if _version(version) else f'"{name}<{version}"'
+    older = f'"{name}<{version}"'
     said = f"could not import {module}: {name} {version} fails beside {others} ({reason})"
     if fixed:
         pin = f"pin an older {name} in extra_requirements ({older}, lower until it imports)"
         return f"{said}; {who} requires {', '.join(fixed)}: {pin}"
     first, first_version = beside[0]
-    back = f'"{first}<{Version(first_version).major}"' if _version(first_version) else f'"{first}<{first_version}"'
+    back = f'"{first}<{first_version}"'
     return f'{said}: pin one in extra_requirements: "{name}>{version}" (a newer {name}) or {back} (an older {first})'
 
 
@@ -481,7 +487,11 @@ def clash_fix(
         if not capped(cap):
             continue
         uploads = uploads_of(other)
-        excluded = [v for v in uploads if not v.is_prerelease and v > Version(version) and v not in SpecifierSet(cap)]
+        try:
+            installed = Version(version)
+        except InvalidVersion:  # a local build's own version string: nothing to compare releases with
+            continue
+        excluded = [v for v in uploads if not v.is_prerelease and v > installed and v not in SpecifierSet(cap)]
         if not excluded or uploads.get(min(excluded)) is None:
             continue
         first, when = min(excluded), uploads[min(excluded)]
@@ -496,13 +506,6 @@ def clash_fix(
         )
         return pin, why
     return None
-
-
-def _version(text: str) -> bool:
-    try:
-        return Version(text).major > 0
-    except ValueError:
-        return False
 
 
 def other_end(cells: Sequence[tuple[Cell, Mapping[str, str]]], looked: int) -> tuple[Cell, Mapping[str, str]] | None:
@@ -535,7 +538,7 @@ def also(found: Found, there: Found | None, label: str, why: str) -> Found:
     extra = tuple(Discovery(d.target, tuple(t for t in d.subjects if t not in known)) for d in there.discoveries)
     extra = tuple(d for d in extra if d.subjects)
     overrides = {**there.overrides, **found.overrides}
-    clashes = {**there.clashes, **found.clashes}
+    clashes = {**{m: there.clashes[m] for m, _ in failed if m in there.clashes}, **found.clashes}
     elsewhere = (*found.elsewhere, (label, failed)) if failed else found.elsewhere
     return replace(
         found, discoveries=(*found.discoveries, *extra), overrides=overrides, clashes=clashes, elsewhere=elsewhere
@@ -562,12 +565,12 @@ def _nothing(found: Found, start: Start | None = None) -> str:
     ]
     said = "; ".join(skipped) if skipped else "no class to audit"
     reasons = [why for d in found.discoveries for _, why in d.skipped]
-    missing = sorted({m.group(1) for why in reasons if (m := _MISSING.search(why))})
+    missing = sorted({d for why in reasons if (m := _MISSING.search(why)) and (d := distribution_of(m.group(1)))})
     hint = f" (if it imports {', '.join(missing)} without declaring it: --extra {' --extra '.join(missing)})"
     return said + (hint if missing else "")
 
 
-_MISSING = re.compile(r"No module named '([\w]+)")
+_MISSING = re.compile(r"No module named '([\w.]+)'")
 
 
 def _discovered(start: Start, python: Path, home: Path) -> Found:
