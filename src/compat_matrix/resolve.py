@@ -28,11 +28,12 @@ import functools
 import hashlib
 import json
 import os
+import re
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 from pathlib import Path
@@ -432,21 +433,37 @@ def declared_ranges(spec: MatrixSpec, read: Callable[[str], Metadata]) -> list[D
     return found
 
 
-def declared_by(requires: Iterable[str], package: str) -> str | None:
-    """The specifier the `Requires-Dist` lines declare for `package` (all of them together, extras aside), or None
-    where none names it."""
-    found = None
+def naming(requires: Iterable[str], package: str) -> Iterator[Requirement]:
+    """The `Requires-Dist` lines that name `package`, parsed (lines that do not parse skipped)."""
     for line in requires:
         try:
             requirement = Requirement(line)
         except InvalidRequirement:
             continue
-        if canonicalize_name(requirement.name) != canonicalize_name(package):
-            continue
+        if canonicalize_name(requirement.name) == canonicalize_name(package):
+            yield requirement
+
+
+def declared_by(requires: Iterable[str], package: str) -> str | None:
+    """The specifier the `Requires-Dist` lines declare for `package` (all of them together, extras aside), or None
+    where none names it."""
+    found = None
+    for requirement in naming(requires, package):
         if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
             continue
         found = (found or SpecifierSet()) & requirement.specifier
     return None if found is None else str(found)
+
+
+def declared_for(requires: Iterable[str], package: str) -> list[str]:
+    """The extras of the package under which its metadata requires `package`."""
+    extras = [
+        extra
+        for requirement in naming(requires, package)
+        if requirement.marker is not None
+        for extra in re.findall(r"""extra\s*==\s*["']([^"']+)["']""", str(requirement.marker))
+    ]
+    return list(dict.fromkeys(extras))
 
 
 def parse_metadata(text: str) -> Metadata:

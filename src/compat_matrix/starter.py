@@ -338,7 +338,7 @@ def _look_into(
 def fixes(found: Found, start: Start, uploads_of: Callable[[str], resolve.Uploads]) -> list[tuple[str, str]]:
     """The pins `clash_fix` finds for the package's own modules that clash, each once, and none for a
     distribution already pinned in the extra requirements (a fix that did not fix is not tried again)."""
-    pinned = {canonicalize_name(Requirement(r).name) for r in start.spec.extra_requirements if _named(r)}
+    pinned = envs.asked(start.spec.extra_requirements)
     out: dict[str, str] = {}
     for clash in found.clashes.values():
         if canonicalize_name(clash.raised_in[0]) in pinned:
@@ -397,7 +397,7 @@ def undeclared(found: Found, metadata: resolve.Metadata, installs: Sequence[str]
     """(distribution, why) for each module that a top-level module of the package fails to import for
     (ModuleNotFoundError) and that the package does not require (extras aside) nor the matrix installs: what the
     package itself cannot be imported without. A submodule's missing module is an optional integration's: left out."""
-    asked = {canonicalize_name(Requirement(r).name) for r in installs if _named(r)}
+    asked = envs.asked(installs)
     out: dict[str, str] = {}
     for discovery in found.discoveries:
         for module, reason in discovery.skipped:
@@ -409,32 +409,11 @@ def undeclared(found: Found, metadata: resolve.Metadata, installs: Sequence[str]
                 continue
             if resolve.declared_by(metadata.requires, dist) is not None:
                 continue
-            extras = declared_for(metadata.requires, dist)
+            extras = resolve.declared_for(metadata.requires, dist)
             said = f"declares only for its extra {', '.join(extras)}" if extras else "does not declare"
             who = f"{metadata.name} {metadata.version or ''}".strip()
             out.setdefault(dist, f"{module} imports {hit.group(1)} ({reason}), which {who} {said}")
     return list(out.items())
-
-
-def _named(requirement: str) -> bool:
-    try:
-        Requirement(requirement)
-    except InvalidRequirement:
-        return False
-    return True
-
-
-def declared_for(requires: Sequence[str], package: str) -> list[str]:
-    """The extras of the package under which its metadata requires `package`."""
-    extras = []
-    for line in requires:
-        try:
-            requirement = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if canonicalize_name(requirement.name) == canonicalize_name(package) and requirement.marker is not None:
-            extras += re.findall(r"""extra\s*==\s*["']([^"']+)["']""", str(requirement.marker))
-    return list(dict.fromkeys(extras))
 
 
 def clash_lines(found: Found, metadata: resolve.Metadata) -> list[str]:
