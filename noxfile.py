@@ -3,10 +3,10 @@
     nox -s matrix                                   every matrix/*.toml: all cells, then the reports
     COMPAT_MATRIX=path/to/file.toml nox -s matrix   just that file (its reports go to reports/ beside it)
     nox -s "cell:<matrix>:transformers=5.x:torch=2.13.0"   one cell (what CI shards on); `nox -l` lists them
-    nox -s tests | lint | selfcheck
+    nox -s tests | unit | lint | selfcheck
 
-Thin on purpose: compat_matrix.sessions registers the cells and `matrix`, as it does for the noxfile packaged with
-compat-matrix (`compat-matrix run`, from any folder); this file adds the development sessions.
+Thin on purpose: compat_matrix.host.nox_sessions registers the cells and `matrix`, as it does for the noxfile
+packaged with compat-matrix (`compat-matrix run`, from any folder); this file adds the development sessions.
 """
 
 from __future__ import annotations
@@ -20,18 +20,18 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from compat_matrix import plan, sessions  # noqa: E402
+from compat_matrix.host import nox_sessions, plan  # noqa: E402
 
 nox.needs_version = ">=2026.8.10"  # allow_parallel; the same bound as in pyproject.toml
 
-RUN = sessions.front(ROOT, Path(__file__), os.environ)
-sessions.register(RUN)
+RUN = nox_sessions.front(ROOT, Path(__file__), os.environ)
+nox_sessions.register(RUN)
 # The probes against the broken overrides that ship with them; its reports stay out of reports/. Planned by the first
 # process of a run only: the processes a run starts get their cells from its plan.
 SELFCHECK = (
     None
     if RUN.request is None
-    else sessions.front(
+    else nox_sessions.front(
         ROOT,
         Path(__file__),
         {
@@ -42,14 +42,14 @@ SELFCHECK = (
     )
 )
 if SELFCHECK is not None and not SELFCHECK.names & RUN.names:
-    sessions.register(SELFCHECK, with_matrix=False)
+    nox_sessions.register(SELFCHECK, with_matrix=False)
 
 
 @nox.session(python=False)
 def selfcheck(session: nox.Session) -> None:
     """Every probe against its broken overrides: fails unless each differs where selfcheck.toml expects it, in the
     observations it names (never where the base errored), and the controls stay `same`."""
-    sessions.matrix_session(session, SELFCHECK or RUN)
+    nox_sessions.matrix_session(session, SELFCHECK or RUN)
 
 
 @nox.session
@@ -57,6 +57,13 @@ def tests(session: nox.Session) -> None:
     """Unit tests and integration tests that build real cells."""
     session.install("-e", f"{ROOT}[test]")
     session.run("pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session
+def unit(session: nox.Session) -> None:
+    """The fast lane: the tests that need no torch, no cell and no registry (under a minute)."""
+    session.install("-e", f"{ROOT}[test]")
+    session.run("pytest", "-q", "-m", "not integration and not network", *session.posargs)
 
 
 @nox.session

@@ -26,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from compat_matrix import cells, envs, resolve, spec  # noqa: E402
-from compat_matrix.cells import result_path  # noqa: E402
-from compat_matrix.probes import PREWARM  # noqa: E402
-from compat_matrix.results import read_cell_result  # noqa: E402
+from compat_matrix.cell.probes import PREWARM  # noqa: E402
+from compat_matrix.host import cells, envs, resolve, spec  # noqa: E402
+from compat_matrix.host.cells import result_path  # noqa: E402
+from compat_matrix.shared.results import read_cell_result  # noqa: E402
 
 MATRIX = ROOT / "matrix" / "char-causal-lm-checkpointing.toml"
 LANES = os.cpu_count() or 1
@@ -145,13 +145,13 @@ def breakdown(matrix: Path, reports: Path, wall: float, show) -> None:
 
 
 # The probes of the class as shipped, in one forked child of a cell's interpreter as a variant runs them, CPU
-# seconds: without watching which audited names run, and watching them (compat_matrix.tracing).
+# seconds: without watching which audited names run, and watching them (compat_matrix.cell.tracing).
 WATCHING = """
 import inspect, os, platform, sys, time
-from compat_matrix import runner, tracing
-from compat_matrix.factory import default_factory, load_callable
-from compat_matrix.observe import call_probe
-from compat_matrix.probes import PREWARM, Build, prepare, prewarm, probes_for
+from compat_matrix.cell import runner, tracing
+from compat_matrix.cell.factory import default_factory, load_callable
+from compat_matrix.cell.observe import call_probe
+from compat_matrix.cell.probes import PREWARM, Build, prepare, prewarm, probes_for
 prewarm(PREWARM)
 runner.rehearse(300)
 cls, methods = load_callable(sys.argv[1]), tuple(sys.argv[2].split(","))

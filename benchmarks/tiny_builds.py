@@ -2,7 +2,7 @@
 
     PYTHONPATH=src <cell python> benchmarks/tiny_builds.py [--json FILE] [--only Class,Class…]
 
-Run inside a cell's environment. Tries `compat_matrix.tiny.build` on every model class the release exports: the
+Run inside a cell's environment. Tries `compat_matrix.cell.tiny.build` on every model class the release exports: the
 classes its auto mappings name (MODEL_MAPPING_NAMES, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, …) and the names in
 `transformers.__all__` that end like a model class (…Model, …ForCausalLM, …ForSequenceClassification, …), that
 are `PreTrainedModel` subclasses. Prints how many built, how many failed (grouped by error), and the largest
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from compat_matrix import tiny
+from compat_matrix.cell import tiny
 
 MODEL_CLASS = re.compile(r"(Model|LMHeadModel|For[A-Z]\w+)$")
 HANG = 60  # seconds; a build still running by then is recorded as hung, and the next one starts

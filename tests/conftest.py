@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix.spec import load
+from compat_matrix.host.spec import load
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKEN = ROOT / "tests" / "broken_overrides"
@@ -35,7 +35,7 @@ def answered(monkeypatch, index_cache):
 
 def answer(text: str) -> None:
     """What the index answers for transformers from now on (for a few minutes), as if it had just been asked."""
-    from compat_matrix import resolve
+    from compat_matrix.host import resolve
 
     for kept in (resolve.cache_folder(os.environ) / "index").glob("*.json"):
         kept.unlink()

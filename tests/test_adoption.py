@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from compat_matrix import collect, conclude, envs, render, resolve, starter, wording
-from compat_matrix.cells import IGNORED, cells, ignore_housekeeping, install_args
-from compat_matrix.report import in_checkout, make_report, reproduce
-from compat_matrix.results import CellResult, Discovery, Observation, SubjectResult
-from compat_matrix.spec import Axis, Declared, MatrixError, MatrixSpec, Subject, Sweep, load
+from compat_matrix.host import collect, conclude, envs, render, resolve, starter, wording
+from compat_matrix.host.cells import IGNORED, cells, ignore_housekeeping, install_args
+from compat_matrix.host.report import in_checkout, make_report, reproduce
+from compat_matrix.host.spec import Axis, Declared, MatrixError, MatrixSpec, Subject, Sweep, load
+from compat_matrix.shared.results import CellResult, Discovery, Observation, SubjectResult
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = """
@@ -315,7 +315,7 @@ FAKE = {
 }
 DISCOVER = """
 import json, sys
-from compat_matrix.runner import discover, misspelt
+from compat_matrix.cell.runner import discover, misspelt
 from mylib.models import MyModel
 found = discover("mylib", (), ("mylib.legacy", "OldModel"))
 print(json.dumps([found.to_json(), misspelt(MyModel, ("tie_weight", "config_clas", "tie_weights", "save"))]))
@@ -419,13 +419,13 @@ def test_a_matrix_file_inside_its_local_requirement_is_no_part_of_the_environmen
     ],
 )
 def test_bisect_takes_a_class_a_package_target_stands_for(wanted, target, found):
-    from compat_matrix.plan import _found_in
+    from compat_matrix.host.plan import _found_in
 
     assert _found_in(wanted, target) is found
 
 
 def test_init_that_found_nothing_on_the_releases_asked_says_how_to_test_the_declared_range_too():
-    from compat_matrix.starter import declared_hint
+    from compat_matrix.host.starter import declared_hint
 
     hint = declared_hint(("4.57.x", "5.x"), "<=4.44.2,>=4.43.1", "llm2vec")
     assert hint == (

@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 import json
 
-from compat_matrix import cli
-from compat_matrix.baseline import (
+from compat_matrix.host import cli
+from compat_matrix.host.baseline import (
     APPEARED,
     CHANGED,
     CONCLUDED,

@@ -8,8 +8,8 @@ import math
 import pytest
 from packaging.version import Version
 
-from compat_matrix import bisect, verdict
-from compat_matrix.results import CellResult, Observation, SubjectResult
+from compat_matrix.host import bisection, verdict
+from compat_matrix.shared.results import CellResult, Observation, SubjectResult
 
 TARGET = "pkg.mod:Wrapper"
 
@@ -33,7 +33,7 @@ def oracle(releases: list[Version], first: int, rounds: list[list[Version]] | No
     ("releases", "expected"), [(1, 1), (2, 2), (3, 3), (4, 3), (5, 4), (9, 5), (16, 5), (17, 6), (19, 6), (33, 7)]
 )
 def test_the_budget_is_the_oldest_release_and_halving_the_candidates(releases, expected):
-    assert bisect.budget(releases) == expected
+    assert bisection.budget(releases) == expected
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,7 @@ def test_the_budget_is_the_oldest_release_and_halving_the_candidates(releases, e
     ],
 )
 def test_rounds_within_a_budget(candidates, budget, lanes, expected):
-    assert bisect.rounds(candidates, budget, lanes) == expected
+    assert bisection.rounds(candidates, budget, lanes) == expected
 
 
 @pytest.mark.parametrize(
@@ -60,7 +60,7 @@ def test_rounds_within_a_budget(candidates, budget, lanes, expected):
     [(1, 19, 2, (10,)), (1, 19, 3, (7, 13)), (11, 19, 3, (13, 16)), (3, 4, 2, (3,)), (1, 5, 5, (1, 2, 3, 4))],
 )
 def test_split_into_parts_as_equal_as_can_be(lo, hi, parts, expected):
-    assert bisect.split(lo, hi, parts) == expected
+    assert bisection.split(lo, hi, parts) == expected
 
 
 @pytest.mark.parametrize(
@@ -76,7 +76,7 @@ def test_split_into_parts_as_equal_as_can_be(lo, hi, parts, expected):
     ],
 )
 def test_choose_the_next_round(lo, hi, left, lanes, first, expected):
-    assert bisect.choose(lo, hi, left, lanes, first) == expected
+    assert bisection.choose(lo, hi, left, lanes, first) == expected
 
 
 @pytest.mark.parametrize("lanes", [1, 2, 3, 4])
@@ -84,11 +84,11 @@ def test_choose_the_next_round(lo, hi, left, lanes, first, expected):
 def test_every_answer_is_found_within_the_budget_and_the_lanes(count, lanes):
     releases = versions(count)
     for first in range(1, count + 1):
-        answer = bisect.bisect(releases, oracle(releases, first), lanes, log=lambda line: None)
+        answer = bisection.bisect(releases, oracle(releases, first), lanes, log=lambda line: None)
         assert answer.first_differing == (releases[first] if first < count else None)
         assert answer.last_same == releases[first - 1]
         assert answer.tested[answer.last_same] == "same"
-        assert len(answer.tested) <= bisect.budget(count)
+        assert len(answer.tested) <= bisection.budget(count)
         assert all(len(found) <= lanes for found in answer.rounds)
         assert answer.rounds[0][0] == releases[0]  # the oldest release is always tested first
         assert not answer.contradicted
@@ -98,14 +98,14 @@ def test_every_answer_is_found_within_the_budget_and_the_lanes(count, lanes):
 def test_nineteen_releases_take_at_most_six_tests(lanes, most_rounds):
     """The done-when range, >=5.14,<=5.24, holds 19 releases."""
     releases = versions(19)
-    worst = [bisect.bisect(releases, oracle(releases, k), lanes, log=lambda line: None) for k in range(1, 20)]
+    worst = [bisection.bisect(releases, oracle(releases, k), lanes, log=lambda line: None) for k in range(1, 20)]
     assert max(len(a.tested) for a in worst) == 6
     assert max(len(a.rounds) for a in worst) == most_rounds
 
 
 def test_rounds_are_printed_and_each_uses_every_lane_that_saves_a_round():
     releases, lines, asked = versions(19), [], []
-    answer = bisect.bisect(releases, oracle(releases, 15, asked), 2, log=lines.append)
+    answer = bisection.bisect(releases, oracle(releases, 15, asked), 2, log=lines.append)
     assert asked[0] == [releases[0], releases[10]]
     assert answer.first_differing == releases[15] and answer.last_same == releases[14]
     assert lines[0] == "round 1: testing transformers 5.0.0, 5.10.0 (first differing in 5.1.0 … 5.18.0 or none)"
@@ -123,7 +123,7 @@ def test_rounds_are_printed_and_each_uses_every_lane_that_saves_a_round():
     ],
 )
 def test_narrow(lo, hi, outcomes, expected):
-    assert bisect.narrow(lo, hi, outcomes, "same") == expected
+    assert bisection.narrow(lo, hi, outcomes, "same") == expected
 
 
 def cell(status: str = "ok", subjects: tuple[SubjectResult, ...] = ()) -> CellResult:
@@ -149,7 +149,7 @@ def subject(*observations: Observation, status: str = "ok") -> SubjectResult:
 )
 def test_outcome_is_the_verdict_or_one_observation(result, observation, expected):
     assert verdict.could_not_run(result, TARGET) is None
-    assert bisect.outcome(result, TARGET, observation) == expected
+    assert bisection.outcome(result, TARGET, observation) == expected
 
 
 @pytest.mark.parametrize(
@@ -166,19 +166,19 @@ def test_a_cell_that_gave_no_outcome_says_why(result, expected):
 
 def test_answer_file_and_line():
     releases = versions(5)
-    answer = bisect.bisect(releases, oracle(releases, 3), 2, log=lambda line: None)
-    data = bisect.answer_json(answer, "m", TARGET, "transformers", ">=5.0", "p.x", None)
+    answer = bisection.bisect(releases, oracle(releases, 3), 2, log=lambda line: None)
+    data = bisection.answer_json(answer, "m", TARGET, "transformers", ">=5.0", "p.x", None)
     assert data["schema"] == 1 and data["matrix"] == "m" and data["subject"] == TARGET
     assert (data["axis"], data["range"], data["observation"]) == ("transformers", ">=5.0", "p.x")
     assert (data["first_differing"], data["last_same"]) == ("5.3.0", "5.2.0")
     assert data["tested"] == {str(v): o for v, o in sorted(answer.tested.items())}
     assert (
-        bisect.answer_line(answer, "transformers", ">=5.0")
+        bisection.answer_line(answer, "transformers", ">=5.0")
         == "first differing release: transformers 5.3.0 (5.2.0 same)"
     )
-    nothing = bisect.bisect(releases, oracle(releases, 5), 2, log=lambda line: None)
-    assert bisect.answer_json(nothing, "m", TARGET, "transformers", ">=5.0")["first_differing"] is None
-    assert bisect.answer_line(nothing, "transformers", ">=5.0") == (
+    nothing = bisection.bisect(releases, oracle(releases, 5), 2, log=lambda line: None)
+    assert bisection.answer_json(nothing, "m", TARGET, "transformers", ">=5.0")["first_differing"] is None
+    assert bisection.answer_line(nothing, "transformers", ">=5.0") == (
         "first differing release: none in >=5.0 (transformers 5.0.0 … 5.4.0: same throughout)"
     )
 
@@ -191,11 +191,11 @@ def test_outcome_by_method_is_that_override_s_conclusion():
         return CellResult("m", f"cell:m:transformers={version}", {"transformers": version}, subjects=(subject,))
 
     target = wrapper_cell("5.15.1").target
-    assert bisect.outcome(cell_of("5.15.1"), target, method=ENABLE) == "redundant"
-    assert bisect.outcome(cell_of("5.16.1"), target, method=ENABLE) == "harmful"
-    assert bisect.outcome(cell_of("5.16.1"), target, method=EMBEDDINGS) == "needed"
-    assert bisect.outcome(cell_of("5.16.1"), target, method="tie_weights") == bisect.ABSENT  # not audited there
-    assert bisect.outcome(cell_of("5.15.1"), target) == bisect.outcome(cell_of("5.16.1"), target) == "differs"
+    assert bisection.outcome(cell_of("5.15.1"), target, method=ENABLE) == "redundant"
+    assert bisection.outcome(cell_of("5.16.1"), target, method=ENABLE) == "harmful"
+    assert bisection.outcome(cell_of("5.16.1"), target, method=EMBEDDINGS) == "needed"
+    assert bisection.outcome(cell_of("5.16.1"), target, method="tie_weights") == bisection.ABSENT  # not audited there
+    assert bisection.outcome(cell_of("5.15.1"), target) == bisection.outcome(cell_of("5.16.1"), target) == "differs"
 
 
 # The releases of >=5.14,<=5.24 (19 of them), as the index listed them when the issue was written.
@@ -227,18 +227,18 @@ def test_bisecting_one_override_finds_where_it_changed_although_another_is_neede
             for v in asked:
                 subject = wrapper_cell(str(v))
                 result = CellResult("m", f"cell:m:transformers={v}", {"transformers": str(v)}, subjects=(subject,))
-                found[v] = bisect.outcome(result, subject.target, method=method)
+                found[v] = bisection.outcome(result, subject.target, method=method)
             return found
 
         return run
 
-    answer = bisect.bisect(RANGE, test(ENABLE), 2, log=lambda line: None)
+    answer = bisection.bisect(RANGE, test(ENABLE), 2, log=lambda line: None)
     assert (answer.first_differing, answer.last_same) == (Version("5.16.0"), Version("5.15.1"))
     assert len(answer.tested) <= 6 and not answer.contradicted
-    assert bisect.answer_line(answer, "transformers", ">=5.14,<=5.24") == (
+    assert bisection.answer_line(answer, "transformers", ">=5.14,<=5.24") == (
         "first differing release: transformers 5.16.0 (5.15.1 redundant)"
     )
-    data = bisect.answer_json(answer, "m", "t", "transformers", ">=5.14,<=5.24", method=ENABLE)
+    data = bisection.answer_json(answer, "m", "t", "transformers", ">=5.14,<=5.24", method=ENABLE)
     assert (data["method"], data["first_differing"], data["last_same"]) == (ENABLE, "5.16.0", "5.15.1")
-    verdict = bisect.bisect(RANGE, test(None), 2, log=lambda line: None)
+    verdict = bisection.bisect(RANGE, test(None), 2, log=lambda line: None)
     assert verdict.first_differing is None  # the subject's verdict cannot tell

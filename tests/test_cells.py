@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix.cells import cells, install_args, result_path, runner_request
-from compat_matrix.envs import (
+from compat_matrix.host.cells import cells, install_args, result_path, runner_request
+from compat_matrix.host.envs import (
     FRESH,
     IN_PLACE,
     KEEP,
@@ -21,8 +21,8 @@ from compat_matrix.envs import (
     read_stamp,
     uv_environment,
 )
-from compat_matrix.results import write_json_atomic
-from compat_matrix.spec import Axis, MatrixSpec, Subject, Sweep, load
+from compat_matrix.host.spec import Axis, MatrixSpec, Subject, Sweep, load
+from compat_matrix.shared.results import write_json_atomic
 
 
 def spec(*axes: Axis, requirements: tuple[str, ...] = ("utf8-tokenizer==0.8.5",)) -> MatrixSpec:
@@ -101,7 +101,7 @@ def test_installer_reason_is_one_line():
 
 
 def test_exclude_rules_drop_matching_combinations(tmp_path):
-    from compat_matrix.spec import load
+    from compat_matrix.host.spec import load
 
     path = tmp_path / "m.toml"
     path.write_text(
@@ -117,7 +117,7 @@ def test_exclude_rules_drop_matching_combinations(tmp_path):
 
 
 def test_environment_fingerprint_follows_pins_and_local_contents(tmp_path):
-    from compat_matrix.envs import environment_key
+    from compat_matrix.host.envs import environment_key
 
     lib = tmp_path / "lib"
     (lib / "src").mkdir(parents=True)
@@ -166,7 +166,7 @@ def git(folder: Path, *args: str) -> None:
 
 @pytest.mark.parametrize("checkout", [True, False])
 def test_local_fingerprint_honours_gitignore_and_skips_reports_and_environments(tmp_path, checkout):
-    from compat_matrix.envs import tree_key
+    from compat_matrix.host.envs import tree_key
 
     lib = tmp_path / "lib"
     (lib / "src").mkdir(parents=True)
@@ -221,7 +221,7 @@ def test_ranged_values_are_installed_as_the_release_they_resolve_to_and_exclude_
 
 
 def test_a_new_release_changes_the_environments_fingerprint():
-    from compat_matrix.envs import environment_key
+    from compat_matrix.host.envs import environment_key
 
     matrix = spec(Axis("transformers", ("5.x",)))
     (cell,) = cells(matrix)
@@ -278,7 +278,7 @@ def test_stamps_say_what_was_asked_for_and_old_ones_still_read(tmp_path):
 
 
 def test_an_edit_to_your_own_probe_module_or_test_file_makes_a_cached_result_stale(tmp_path):
-    from compat_matrix.envs import inputs_key
+    from compat_matrix.host.envs import inputs_key
 
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_x.py").write_text("def test_a(): pass\n")

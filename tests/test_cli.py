@@ -11,10 +11,11 @@ from dataclasses import replace
 
 import pytest
 
-from compat_matrix import __version__, cli, exits, plan, sessions
-from compat_matrix.cells import cells, reports_folder, result_path
-from compat_matrix.results import CellResult, write_json_atomic
-from compat_matrix.spec import load
+from compat_matrix import __version__
+from compat_matrix.host import cli, exits, nox_sessions, plan
+from compat_matrix.host.cells import cells, reports_folder, result_path
+from compat_matrix.host.spec import load
+from compat_matrix.shared.results import CellResult, write_json_atomic
 from conftest import ROOT
 
 MATRIX = '[matrix]\nname = "demo"\n[axes]\ntransformers = ["5.x", "4.57.x"]\n[[subjects]]\ntarget = "a.b:C"\n'
@@ -139,7 +140,7 @@ def test_bad_lanes_are_refused_with_the_value(value):
     ],
 )
 def test_options_of_the_outer_nox_that_matter_to_the_cells_reach_them(argv, expected):
-    assert sessions.forwarded(argv) == expected
+    assert nox_sessions.forwarded(argv) == expected
 
 
 def test_a_plan_hands_its_files_and_reports_to_the_nested_nox_in_one_file(tmp_path, monkeypatch):
@@ -147,12 +148,12 @@ def test_a_plan_hands_its_files_and_reports_to_the_nested_nox_in_one_file(tmp_pa
     matrix.write_text(MATRIX)
     monkeypatch.setenv("COMPAT_MATRIX_REPORTS", "/somewhere/else")
     monkeypatch.setenv("COMPAT_MATRIX_LANES", "7")
-    run = sessions.front(tmp_path, tmp_path / "noxfile.py", {"COMPAT_MATRIX": str(matrix)}).plan
+    run = nox_sessions.front(tmp_path, tmp_path / "noxfile.py", {"COMPAT_MATRIX": str(matrix)}).plan
     assert run.matrices[0].reports == tmp_path / "reports"
     environ = plan.nested_environ(os.environ, plan.write(run, tmp_path / ".nox"))
     # not inherited: the nested nox runs this very plan, and the plan's path is all it is handed
     assert {k for k in environ if k.startswith("COMPAT_MATRIX")} <= {"COMPAT_MATRIX_PLAN", "COMPAT_MATRIX_CACHE"}
-    again = sessions.front(tmp_path / "elsewhere", tmp_path / "noxfile.py", environ)
+    again = nox_sessions.front(tmp_path / "elsewhere", tmp_path / "noxfile.py", environ)
     assert again.plan == replace(run, handed_down=True) and again.request is None
 
 
@@ -197,7 +198,7 @@ def test_an_unexpected_error_in_the_matrix_session_is_exit_code_4(tmp_path, caps
     outcome = exits.guarded(broken)
     assert exits.code(outcome) == exits.UNEXPECTED
     with pytest.raises(SystemExit) as done:
-        sessions.finish(outcome)
+        nox_sessions.finish(outcome)
     assert done.value.code == exits.UNEXPECTED
     assert capsys.readouterr().err.startswith("exit 4: unexpected error KeyError: 'no such key' (traceback in ")
     assert exits.code(exits.guarded(lambda: exits.Outcome(could_not_run=("c (crashed)",)))) == 3
@@ -206,11 +207,11 @@ def test_an_unexpected_error_in_the_matrix_session_is_exit_code_4(tmp_path, caps
 def test_a_python_without_the_report_s_dependencies_is_told_so_before_any_cell_runs(tmp_path, capsys, monkeypatch):
     matrix = tmp_path / "m.toml"
     matrix.write_text(MATRIX)
-    run = sessions.front(tmp_path, tmp_path / "noxfile.py", {"COMPAT_MATRIX": str(matrix)}).plan
-    monkeypatch.setattr(sessions, "REPORT_NEEDS", ("pandas", "no_such_dependency_here"))
-    outcome = exits.guarded(lambda: sessions.run_matrix(run, tmp_path / ".nox", []))
+    run = nox_sessions.front(tmp_path, tmp_path / "noxfile.py", {"COMPAT_MATRIX": str(matrix)}).plan
+    monkeypatch.setattr(nox_sessions, "REPORT_NEEDS", ("pandas", "no_such_dependency_here"))
+    outcome = exits.guarded(lambda: nox_sessions.run_matrix(run, tmp_path / ".nox", []))
     with pytest.raises(SystemExit) as done:
-        sessions.finish(outcome)
+        nox_sessions.finish(outcome)
     assert done.value.code == exits.BAD_INPUT
     out = capsys.readouterr()
     assert "error: the report needs no_such_dependency_here in this Python" in out.err

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from compat_matrix.collect import SubjectRow
-from compat_matrix.conclude import Concluded, conclude, conclude_method, deprecations, of_subject
-from compat_matrix.results import CellResult, Observation, SubjectResult
-from compat_matrix.verdict import decide
-from compat_matrix.vocabulary import AdviceKind, ConclusionKind
-from compat_matrix.wording import PLAIN, glance, phrase, summarize, versions_text
+from compat_matrix.host.collect import SubjectRow
+from compat_matrix.host.conclude import Concluded, conclude, conclude_method, deprecations, of_subject
+from compat_matrix.host.verdict import decide
+from compat_matrix.host.wording import PLAIN, glance, phrase, summarize, versions_text
+from compat_matrix.shared.results import CellResult, Observation, SubjectResult
+from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind
 
 HARMFUL, NEEDED, DIFFERENTLY = ConclusionKind.HARMFUL, ConclusionKind.NEEDED, ConclusionKind.DIFFERENTLY
 REDUNDANT = ConclusionKind.REDUNDANT
@@ -213,8 +213,8 @@ def test_a_name_one_release_discovers_and_another_does_not_is_orphaned_there():
 def test_on_stand_ins_or_a_model_with_nothing_in_it_the_advice_is_review_never_delete():
     from dataclasses import replace
 
-    from compat_matrix.runner import ABSTRACT, STAND_IN, caveat
-    from compat_matrix.wording import caution, reason
+    from compat_matrix.cell.runner import ABSTRACT, STAND_IN, caveat
+    from compat_matrix.host.wording import caution, reason
 
     assert caveat("trainer", None, 22_688) == STAND_IN  # no factory: a tiny model on rows of token ids
     assert caveat("trainer", "mylib.tiny:trainer", 22_688) is None  # the maintainer's own model and data

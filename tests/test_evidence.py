@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from compat_matrix.evidence import (
+from compat_matrix.shared.evidence import (
     DIFFERS,
     INCONCLUSIVE,
     ORPHANED,
@@ -17,7 +17,7 @@ from compat_matrix.evidence import (
     together,
     told_nothing,
 )
-from compat_matrix.results import Observation, SubjectResult
+from compat_matrix.shared.results import Observation, SubjectResult
 
 TIE, INIT = "tie_weights", "_init_weights"
 CRASH = "error: TypeError: tie_weights() got an unexpected keyword argument 'missing_keys'"

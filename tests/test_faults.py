@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from compat_matrix.envs import run_lock
+from compat_matrix.host.envs import run_lock
 from conftest import BROKEN, ROOT, run_matrix
 
 pytestmark = pytest.mark.integration
@@ -71,7 +71,7 @@ def test_two_runs_on_one_reports_folder_wait_for_each_other(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, time; from compat_matrix.envs import run_lock; from pathlib import Path\n"
+            "import sys, time; from compat_matrix.host.envs import run_lock; from pathlib import Path\n"
             f"with run_lock(Path({str(tmp_path)!r})):\n    print('held', flush=True); time.sleep(3)",
         ],
         stdout=subprocess.PIPE,

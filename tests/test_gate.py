@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix import cli, exits
-from compat_matrix.cells import cells, result_path
-from compat_matrix.results import CellResult, write_json_atomic
-from compat_matrix.spec import load
+from compat_matrix.host import cli, exits
+from compat_matrix.host.cells import cells, result_path
+from compat_matrix.host.spec import load
+from compat_matrix.shared.results import CellResult, write_json_atomic
 from conftest import ROOT
 from test_golden import wrapper_cell
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix import render
-from compat_matrix.report import make_report
-from compat_matrix.results import CellResult, Observation, SubjectResult
-from compat_matrix.spec import Axis, MatrixSpec, Subject
+from compat_matrix.host import render
+from compat_matrix.host.report import make_report
+from compat_matrix.host.spec import Axis, MatrixSpec, Subject
+from compat_matrix.shared.results import CellResult, Observation, SubjectResult
 from test_markdown import gfm, source_tables
 from test_report import RESULTS, SPEC
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from compat_matrix import grid, wording
-from compat_matrix.conclude import Conclusion, OnRelease, Override, advise
-from compat_matrix.vocabulary import AdviceKind, ConclusionKind
+from compat_matrix.host import grid, wording
+from compat_matrix.host.conclude import Conclusion, OnRelease, Override, advise
+from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind
 
 H, N, D, ORPHANED, U, C, R = (
     ConclusionKind.HARMFUL,
@@ -84,7 +84,7 @@ def test_the_title_is_the_answer(kinds, title):
 
 
 def test_a_column_per_stretch_of_releases_on_which_every_row_reads_alike():
-    from compat_matrix.conclude import SubjectConclusions
+    from compat_matrix.host.conclude import SubjectConclusions
 
     def subject(*overrides: Override) -> SubjectConclusions:
         return SubjectConclusions(overrides[0].target, tuple(o.name for o in overrides), (), overrides)

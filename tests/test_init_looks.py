@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from compat_matrix import resolve, starter
-from compat_matrix.blame import Clash, clash, innermost
-from compat_matrix.cells import cells
-from compat_matrix.results import Discovery
-from compat_matrix.spec import Axis, MatrixSpec, load
+from compat_matrix.host import resolve, starter
+from compat_matrix.host.cells import cells
+from compat_matrix.host.spec import Axis, MatrixSpec, load
+from compat_matrix.shared.blame import Clash, clash, innermost
+from compat_matrix.shared.results import Discovery
 
 OLMO = resolve.Metadata("ai2-olmo", "0.6.0", ("numpy<2", "transformers", 'datasets; extra == "train"'))
 OWNERS = {"datasets": ["datasets"], "pyarrow": ["pyarrow"], "numpy": ["numpy"], "hf_olmo": ["ai2-olmo"]}
@@ -241,7 +241,7 @@ def test_init_tries_each_fix_once(tmp_path, monkeypatch):
 
 
 def test_a_transformers_module_the_probes_need_that_cannot_be_imported_fails_the_cell_once_with_its_cause():
-    from compat_matrix.runner import unimportable
+    from compat_matrix.cell.runner import unimportable
 
     datasets = Clash(("datasets", "2.14.4"), (("pyarrow", "26.0.1"),))
     why = unimportable(
@@ -274,7 +274,7 @@ def test_the_declared_range_is_added_only_where_the_releases_asked_leave_out_a_r
 
 
 def test_a_clash_as_a_reasons_suffix():
-    from compat_matrix.blame import said
+    from compat_matrix.shared.blame import said
 
     assert (
         said(Clash(("datasets", "2.14.4"), (("pyarrow", "26.0.1"),)))

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from compat_matrix.spec import load
+from compat_matrix.host.spec import load
 from conftest import BROKEN, ROOT, default_matrix_variant, run_matrix
 
 pytestmark = pytest.mark.integration
@@ -236,7 +236,7 @@ def test_a_released_library_from_its_name_to_a_report_in_two_commands(tmp_path):
     subclasses), the library's version recorded, a reproduce line that works there, housekeeping out of `git
     status`. The same release as a package target (`target = "llm2vec"`, one module left out) shares the environment
     init installed: its classes are found in the cell and grouped in the report."""
-    command = [sys.executable, "-m", "compat_matrix.cli"]
+    command = [sys.executable, "-m", "compat_matrix.host.cli"]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     made = subprocess.run(
         [*command, "init", "llm2vec==0.2.3", "--transformers", "4.44.2"],

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from compat_matrix import cli, render, wording
-from compat_matrix.cells import cells, result_path
-from compat_matrix.report import make_report
-from compat_matrix.results import CellResult, Observation, SubjectResult, TestOutcome, write_json_atomic
-from compat_matrix.spec import Axis, MatrixSpec, Subject, load
-from compat_matrix.vocabulary import ConclusionKind
+from compat_matrix.host import cli, render, wording
+from compat_matrix.host.cells import cells, result_path
+from compat_matrix.host.report import make_report
+from compat_matrix.host.spec import Axis, MatrixSpec, Subject, load
+from compat_matrix.shared.results import CellResult, Observation, SubjectResult, TestOutcome, write_json_atomic
+from compat_matrix.shared.vocabulary import ConclusionKind
 from conftest import ROOT
 from test_report import HOSTILE, RESULTS, SPEC
 
@@ -308,8 +308,8 @@ SEEDED = """
 import sys
 sys.path[:0] = ["src", "tests"]
 from test_markdown import sweep
-from compat_matrix import render
-from compat_matrix.report import make_report
+from compat_matrix.host import render
+from compat_matrix.host.report import make_report
 spec, results = sweep(versions=3, subjects=2)
 print(render.markdown(make_report(spec, results)))
 """

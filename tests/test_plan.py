@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix import cli, envs, exits, plan, report, sessions, spec
-from compat_matrix.cells import result_path
-from compat_matrix.results import CellResult, Observation, SubjectResult, write_json_atomic
+from compat_matrix.host import cli, envs, exits, nox_sessions, plan, report, spec
+from compat_matrix.host.cells import result_path
+from compat_matrix.shared.results import CellResult, Observation, SubjectResult, write_json_atomic
 from conftest import INDEX, ROOT, answer
 from test_commands import MATRIX as SWEEP
 
@@ -111,7 +111,7 @@ def test_bisect_refuses_a_method_that_is_not_audited_before_any_cell_starts(
     if expected is None:
         made = plan.make(replace(request, bisect=plan.Bisect(">=5", method=method), runs=True, report=False))
         assert made.bisection.method == method
-        assert sessions.front(tmp_path, tmp_path / "x.py", plan.nested_environ({}, plan.write(made, tmp_path))).plan
+        assert nox_sessions.front(tmp_path, tmp_path / "x.py", plan.nested_environ({}, plan.write(made, tmp_path))).plan
         return
     assert cli.main(["bisect", str(path), "--range", ">=5", "--method", method]) == exits.BAD_INPUT
     err = capsys.readouterr().err
@@ -171,7 +171,7 @@ def test_a_misspelt_option_of_the_matrix_session_runs_nothing(tmp_path):
     assert done.stdout.strip().splitlines()[-1] == "exit 2: bad input, nothing ran"
     assert "Starting session cell:" not in done.stdout and not (tmp_path / "reports").exists()
     with pytest.raises(exits.BadInput, match="--baseline: expected one argument"):
-        sessions.matrix_options(["--baseline"])
+        nox_sessions.matrix_options(["--baseline"])
     misspelt = subprocess.run([*command, "-s", "matrix", "--", "--fail-on", "harmfull"], env=env, capture_output=True)
     assert (
         misspelt.returncode == exits.BAD_INPUT and b"error: --fail-on 'harmfull': not a conclusion" in misspelt.stderr
@@ -194,11 +194,11 @@ def fake_cells(monkeypatch, opened: list[Path]):
     def nested_nox(command, environ, tick, shown=None):
         assert {k for k in environ if k.startswith("COMPAT_MATRIX")} <= {"COMPAT_MATRIX_PLAN", "COMPAT_MATRIX_CACHE"}
         ids = command[command.index("-s") + 1 :]
-        nested = sessions.front(Path("/nowhere"), Path(command[4]), environ)
+        nested = nox_sessions.front(Path("/nowhere"), Path(command[4]), environ)
         for matrix, cell in nested.plan.cells():
             if cell.id not in ids:
                 continue
-            child = sessions.front(Path("/nowhere"), Path(command[4]), environ).plan  # each cell's nox child
+            child = nox_sessions.front(Path("/nowhere"), Path(command[4]), environ).plan  # each cell's nox child
             ranged = cell.requested["transformers"] == "4.57.x"
             assert child.pins[cell.id] == ({"transformers": "4.57.6"} if ranged else {})
             ran(matrix, cell, {**cell.requested, **child.pins[cell.id]})
@@ -247,7 +247,7 @@ def test_a_sweep_cannot_drift_between_the_cells_and_the_report(tmp_path, answere
     answer(json.dumps(recorded))  # the index has changed: planned again, the sweep would stand for 5.30.0
     assert [c.id for _, c in plan.make(request).cells()][-1] == "cell:demo:transformers=5.30.0:torch=2.13.0"
 
-    nested = sessions.front(tmp_path, tmp_path / "noxfile.py", plan.nested_environ(os.environ, handed))
+    nested = nox_sessions.front(tmp_path, tmp_path / "noxfile.py", plan.nested_environ(os.environ, handed))
     assert [c.id for _, c in nested.plan.cells()] == planned
     assert nested.plan.pins == made.pins  # `5.x`-style values install what was planned, not today's release
     (written,) = report.run(plan.read(handed))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-from compat_matrix.probes import ANY, CONFIG, MODEL, OTHER, TRAINER, probes_for, registry
-from compat_matrix.probes.generic import calls_near, signature_gap, takes
+from compat_matrix.cell.probes import ANY, CONFIG, MODEL, OTHER, TRAINER, probes_for, registry
+from compat_matrix.cell.probes.generic import calls_near, signature_gap, takes
 from conftest import ROOT, catches
 
 README_ROW = re.compile(r"^\| `(\w+)` \| (.+?) \| (.+?) \|$", re.MULTILINE)
@@ -105,7 +105,7 @@ def test_call_sites_are_kept_only_in_an_environment_compat_matrix_installed_merg
     import sys
     import types
 
-    from compat_matrix.probes import generic
+    from compat_matrix.cell.probes import generic
 
     monkeypatch.setitem(sys.modules, "transformers", types.SimpleNamespace(__version__="9.9.9"))
     monkeypatch.setattr(sys, "prefix", str(tmp_path))

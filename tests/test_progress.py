@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from compat_matrix.progress import INSTALLING, PROBING, Watcher, duration, time_left, tracked, write_state
-from compat_matrix.results import CellResult, write_json_atomic
+from compat_matrix.host.progress import INSTALLING, PROBING, Watcher, duration, time_left, tracked, write_state
+from compat_matrix.shared.results import CellResult, write_json_atomic
 
 
 @pytest.mark.parametrize(
@@ -91,9 +91,9 @@ def test_a_long_install_says_so_every_half_minute(tmp_path):
 
 
 def test_a_cell_none_of_whose_subjects_could_be_built_reads_nothing_ran_not_ok():
-    from compat_matrix.progress import line
-    from compat_matrix.results import SubjectResult
-    from compat_matrix.vocabulary import Status
+    from compat_matrix.host.progress import line
+    from compat_matrix.shared.results import SubjectResult
+    from compat_matrix.shared.vocabulary import Status
 
     unbuilt = SubjectResult("m:A", (), status="could-not-build", reason="AttributeError: x; write a factory")
     ran = SubjectResult("m:B", ())

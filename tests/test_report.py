@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix import cli, collect, render, verdict
-from compat_matrix.cells import cells, result_path
-from compat_matrix.report import load_results, make_report
-from compat_matrix.results import CellResult, Observation, SubjectResult, read_cell_result, write_json_atomic
-from compat_matrix.spec import Axis, MatrixSpec, Subject, load
+from compat_matrix.host import cli, collect, render, verdict
+from compat_matrix.host.cells import cells, result_path
+from compat_matrix.host.report import load_results, make_report
+from compat_matrix.host.spec import Axis, MatrixSpec, Subject, load
+from compat_matrix.shared.results import CellResult, Observation, SubjectResult, read_cell_result, write_json_atomic
 
 TARGET = "utf8_tokenizer.char_causal_lm:CharacterCausalLMWrapper"
 METHODS = ("gradient_checkpointing_enable", "gradient_checkpointing_disable")

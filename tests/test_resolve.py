@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from compat_matrix import cli, plan
-from compat_matrix.cells import Cell, cells
-from compat_matrix.exits import BadInput
-from compat_matrix.resolve import (
+from compat_matrix.host import cli, plan
+from compat_matrix.host.cells import Cell, cells
+from compat_matrix.host.exits import BadInput
+from compat_matrix.host.resolve import (
     CACHE_SECONDS,
     PYPI,
     ResolveError,
@@ -31,7 +31,7 @@ from compat_matrix.resolve import (
     uploads_json,
     version_of,
 )
-from compat_matrix.spec import TIMESTAMP, MatrixError, Sweep, load
+from compat_matrix.host.spec import TIMESTAMP, MatrixError, Sweep, load
 
 INDEX = Path(__file__).parent / "index"
 ANSWERS = {kind: (INDEX / f"transformers.{kind}").read_text() for kind in ("json", "html")}

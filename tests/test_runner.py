@@ -12,11 +12,11 @@ from collections.abc import Callable
 
 import pytest
 
-from compat_matrix import forks, tracing
-from compat_matrix.forks import forked, forked_each
-from compat_matrix.observe import ProbeTimeout, call_probe
-from compat_matrix.probes import Inconclusive, Probe
-from compat_matrix.runner import Ask, _to_run, discover_overrides, load_probe_modules, pair, run_isolated
+from compat_matrix.cell import forks, tracing
+from compat_matrix.cell.forks import forked, forked_each
+from compat_matrix.cell.observe import ProbeTimeout, call_probe
+from compat_matrix.cell.probes import Inconclusive, Probe
+from compat_matrix.cell.runner import Ask, _to_run, discover_overrides, load_probe_modules, pair, run_isolated
 
 
 class Root:
@@ -269,8 +269,8 @@ class Shrinkable(Tiny):
 
 
 def test_a_subject_the_default_factory_cannot_build_is_labelled_unless_only_the_override_breaks_it(tmp_path):
-    from compat_matrix import tiny
-    from compat_matrix.runner import unbuildable
+    from compat_matrix.cell import tiny
+    from compat_matrix.cell.runner import unbuildable
 
     def never(cls):
         raise tiny.CouldNotBuild(cls, "ValueError: no tiny size fits")
@@ -306,8 +306,9 @@ class AbortsWithoutHello(Greeter):
 
 
 def test_a_per_name_variant_that_crashes_makes_its_name_inconclusive_and_keeps_the_subject(monkeypatch):
-    from compat_matrix import evidence, probes
-    from compat_matrix.probes import OTHER, probe
+    from compat_matrix.cell import probes
+    from compat_matrix.cell.probes import OTHER, probe
+    from compat_matrix.shared import evidence
 
     def greets(build):
         greeter = build.cls()

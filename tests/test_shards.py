@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from compat_matrix import cli
-from compat_matrix.cells import cells
-from compat_matrix.spec import load
+from compat_matrix.host import cli
+from compat_matrix.host.cells import cells
+from compat_matrix.host.spec import load
 from conftest import ROOT, default_matrix_variant, run_matrix
 
 pytestmark = pytest.mark.integration

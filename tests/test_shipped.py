@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from compat_matrix.results import Observation, SubjectResult
-from compat_matrix.shipped import CHANGES, FAILS, shipped_changes
+from compat_matrix.host.shipped import CHANGES, FAILS, shipped_changes
+from compat_matrix.shared.results import Observation, SubjectResult
 
 
 def result(*observations):

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix import resolve
-from compat_matrix.envs import read_stamp
+from compat_matrix.host import resolve
+from compat_matrix.host.envs import read_stamp
 from conftest import ROOT, run_matrix
 
 pytestmark = pytest.mark.integration

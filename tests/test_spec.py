@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix.spec import MatrixError, Sweep, axis_requirement, load, load_all, matrix_files, timestamp
+from compat_matrix.host.spec import MatrixError, Sweep, axis_requirement, load, load_all, matrix_files, timestamp
 
 GOOD = """
 [matrix]
@@ -270,7 +270,7 @@ def test_a_subject_with_every_key_set_survives_the_plan_file():
     """The plan hands specs down as JSON: every field of a subject must come back as it was."""
     import dataclasses
 
-    from compat_matrix.spec import Expectation, Subject
+    from compat_matrix.host.spec import Expectation, Subject
 
     full = Subject(
         "a.b",

@@ -13,8 +13,8 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compat_matrix import cli
-from compat_matrix.spec import MATRIX_KEYS, SUBJECT_KEYS, SWEEP_KEYS, TOP_KEYS, MatrixError, parse
+from compat_matrix.host import cli
+from compat_matrix.host.spec import MATRIX_KEYS, SUBJECT_KEYS, SWEEP_KEYS, TOP_KEYS, MatrixError, parse
 
 KEYS = [*TOP_KEYS, *MATRIX_KEYS, *SUBJECT_KEYS, *SWEEP_KEYS, "transformers", "torch", "python", "requirments", ""]
 PLAUSIBLE = [

@@ -6,8 +6,8 @@ import pickle
 
 import pytest
 
-from compat_matrix import tiny
-from compat_matrix.tiny import TARGETS, shrink
+from compat_matrix.cell import tiny
+from compat_matrix.cell.tiny import TARGETS, shrink
 
 LLAMA = {
     "model_type": "llama",

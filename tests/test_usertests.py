@@ -7,12 +7,12 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from compat_matrix import mutants, variants
-from compat_matrix.forks import forked
-from compat_matrix.results import OK, SubjectResult, TestOutcome
-from compat_matrix.usertests import _stopped, run_tests
-from compat_matrix.wording import needing
-from compat_matrix.yourtests import seen_tests
+from compat_matrix.cell import mutants, variants
+from compat_matrix.cell.forks import forked
+from compat_matrix.cell.user_tests import _stopped, run_tests
+from compat_matrix.host.tests_seen import seen_tests
+from compat_matrix.host.wording import needing
+from compat_matrix.shared.results import OK, SubjectResult, TestOutcome
 
 TESTS = """
 import time

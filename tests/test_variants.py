@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix import tracing, variants
-from compat_matrix.forks import forked
-from compat_matrix.results import OK
-from compat_matrix.variants import BASE, ONLY, OVERRIDE, WITHOUT, Variant, VariantError
+from compat_matrix.cell import tracing, variants
+from compat_matrix.cell.forks import forked
+from compat_matrix.cell.variants import BASE, ONLY, OVERRIDE, WITHOUT, Variant, VariantError
+from compat_matrix.shared.results import OK
 
 
 def logged(func):

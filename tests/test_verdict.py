@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from compat_matrix.collect import collect
-from compat_matrix.results import CellResult, Observation, SubjectResult
-from compat_matrix.spec import Subject
-from compat_matrix.verdict import decide, judge, missed, phrase, unmet_expectations
-from compat_matrix.vocabulary import VerdictKind
+from compat_matrix.host.collect import collect
+from compat_matrix.host.spec import Subject
+from compat_matrix.host.verdict import decide, judge, missed, phrase, unmet_expectations
+from compat_matrix.shared.results import CellResult, Observation, SubjectResult
+from compat_matrix.shared.vocabulary import VerdictKind
 
 SAME, DIFFERS, INCONCLUSIVE, NO_PROBE = (
     VerdictKind.SAME,
@@ -136,7 +136,7 @@ def test_floats_agree_within_a_relative_tolerance(a, b, same):
 
 
 def test_a_subject_of_a_kind_no_probe_family_covers_reads_no_probe_naming_its_kind():
-    from compat_matrix.results import SubjectResult
+    from compat_matrix.shared.results import SubjectResult
 
     config = SubjectResult("mylib:MyConfig", ("to_dict",), kind="config")
     assert (decide(config).verdict, decide(config).reason) == (

@@ -1,5 +1,5 @@
-"""One vocabulary: the words of a run are defined in compat_matrix.vocabulary, which the cell side may import (standard
-library only), and the cell side's own spellings of the same words agree with it."""
+"""One vocabulary: the words of a run are defined in compat_matrix.shared.vocabulary, which the cell side may import
+(standard library only), and the cell side's own spellings of the same words agree with it."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ import ast
 import json
 import sys
 
-from compat_matrix import probes, results, vocabulary
-from compat_matrix.vocabulary import ConclusionKind, ObservationName, Status
+from compat_matrix.cell import probes
+from compat_matrix.shared import results, vocabulary
+from compat_matrix.shared.vocabulary import ConclusionKind, ObservationName, Status
 from conftest import ROOT
 
 
 def test_the_vocabulary_is_standard_library_only():
-    tree = ast.parse((ROOT / "src" / "compat_matrix" / "vocabulary.py").read_text())
+    tree = ast.parse((ROOT / "src" / "compat_matrix" / "shared" / "vocabulary.py").read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert imported <= sys.stdlib_module_names | {"__future__"}, imported

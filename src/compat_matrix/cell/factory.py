@@ -1,0 +1,257 @@
+"""Tiny subject instances, built in code. Nothing is downloaded from a model hub, ever.
+
+Runs inside a cell's environment. A factory receives the class to build (either variant) and returns a small
+instance; the matrix file may name its own (`factory = "module:callable"`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import shutil
+from collections.abc import Callable
+from typing import Any
+
+Factory = Callable[[type], Any]
+
+SEED = 0
+HIDDEN_SIZE = 32
+LAYERS = 2
+
+
+def tiny_config() -> Any:
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=64,
+        hidden_size=HIDDEN_SIZE,
+        intermediate_size=64,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        attention_dropout=0.0,
+    )
+
+
+# `TrainingArguments` of every Trainer the probes and the default factory make: on the CPU's main process, nothing
+# reported, saved or shown, every column of the rows kept.
+QUIET_TRAINING = {
+    "report_to": "none",
+    "save_strategy": "no",
+    "disable_tqdm": True,
+    "dataloader_num_workers": 0,
+    "dataloader_pin_memory": False,
+    "remove_unused_columns": False,
+}
+
+
+def tiny_causal_lm(cls: type | None = None) -> Any:
+    """A 2-layer LlamaForCausalLM (or `cls`, built like it) from a LlamaConfig made in code, same weights on every
+    call."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(SEED)
+    return (cls or LlamaForCausalLM)(tiny_config())
+
+
+def tiny_dataset() -> list[dict[str, Any]]:
+    """Four rows of eight token ids, each its own labels: enough for two training steps of two."""
+    import torch
+
+    generator = torch.Generator().manual_seed(SEED + 2)
+    return [{"input_ids": ids, "labels": ids} for ids in torch.randint(1, 60, (4, 8), generator=generator)]
+
+
+def tiny_trainer(cls: type) -> Any:
+    """A `Trainer` subclass with a tiny causal LM, a tiny dataset for training and evaluation, and arguments for
+    two logged steps on the CPU that save nothing, writing into a temporary folder of its own."""
+    import tempfile
+
+    from transformers import TrainingArguments
+
+    arguments = arguments_class(cls)
+    # A library's own arguments may default to bf16 where a GPU would run it: a CPU's.
+    on_cpu = {} if arguments is TrainingArguments else {"use_cpu": True, "bf16": False, "fp16": False}
+    args = arguments(
+        **on_cpu,
+        output_dir=tempfile.mkdtemp(prefix="compat-matrix-trainer-"),
+        max_steps=2,
+        per_device_train_batch_size=2,
+        per_device_eval_batch_size=2,
+        logging_strategy="steps",
+        logging_steps=1,
+        seed=SEED,
+        **QUIET_TRAINING,
+    )
+    data = tiny_dataset()
+    taken = inspect.signature(cls).parameters
+    given = {"model": trained_model(cls), "args": args, "train_dataset": data, "eval_dataset": data}
+    if not any(p.kind == inspect.Parameter.VAR_KEYWORD for p in taken.values()):
+        given = {k: v for k, v in given.items() if k in taken}  # a trainer that evaluates on nothing
+    try:
+        return _made(cls, given)
+    except BaseException:
+        shutil.rmtree(args.output_dir, ignore_errors=True)  # nobody else will know about it
+        raise
+
+
+def _made(cls: type, given: dict[str, Any]) -> Any:
+    """`cls(**given)`, or, for a library's trainer that wants more, with its rows as a datasets.Dataset and a
+    tokenizer where it takes one; what still fails says what a factory must give."""
+    try:
+        return cls(**given)
+    except Exception:
+        rows = _as_dataset(given["train_dataset"]) if "train_dataset" in given else None
+        more = {k: rows for k in ("train_dataset", "eval_dataset") if k in given and rows is not None}
+        if "processing_class" in inspect.signature(cls).parameters:
+            more["processing_class"] = tiny_tokenizer()
+        if not more:
+            raise
+    return cls(**{**given, **more})
+
+
+def tiny_tokenizer() -> Any:
+    """A word-level tokenizer over the tiny causal LM's vocabulary (`t0` … `t63`), made in code."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2, **{f"t{i}": i for i in range(3, tiny_config().vocab_size)}}
+    words = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=words, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+
+
+def _as_dataset(rows: list[dict[str, Any]]) -> Any:
+    """The rows as a `datasets.Dataset` (lists of ids), or None where `datasets` is not installed."""
+    try:
+        from datasets import Dataset
+    except ImportError:
+        return None
+    return Dataset.from_list([{k: v.tolist() for k, v in row.items()} for row in rows])
+
+
+def hinted(cls: type, parameter: str, base: type) -> type | None:
+    """The one subclass of `base` (not `base` itself) that the type hint of `cls.__init__`'s `parameter` names
+    (`args: SFTConfig | TrainingArguments | None`, `model: SpanMarkerModel`), if there is one."""
+    named = [t for t in _types(hint_of(cls, parameter)) if issubclass(t, base) and t is not base]
+    return named[0] if len(named) == 1 else None
+
+
+def hint_of(cls: type, parameter: str) -> Any:
+    """The type hint of `cls.__init__`'s `parameter`, evaluated in its module where it is a string; None where it
+    names what cannot be imported here (the hints of other parameters do not matter)."""
+    try:
+        hint = inspect.signature(cls).parameters[parameter].annotation
+    except (KeyError, TypeError, ValueError):
+        return None
+    if isinstance(hint, str):
+        try:
+            hint = eval(hint, vars(inspect.getmodule(cls.__init__) or object))
+        except Exception:
+            return None
+    return None if hint is inspect.Parameter.empty else hint
+
+
+def trained_model(cls: type) -> Any:
+    """The model a `Trainer` subclass trains: a tiny one of the class its `model` parameter names (a library's own
+    model, built as a subject would be), else a tiny causal LM."""
+    from transformers import PreTrainedModel
+
+    named = hinted(cls, "model", PreTrainedModel)
+    return default_factory(named) if named is not None else tiny_causal_lm()
+
+
+def arguments_class(cls: type) -> type:
+    """The `TrainingArguments` a `Trainer` subclass reads: the subclass of it that its `args` parameter names, else
+    the one its own module defines (a library's arguments with fields of its own, which its overrides read; of
+    several, the one the others subclass), else transformers' own."""
+    import sys
+
+    from transformers import TrainingArguments
+
+    named = hinted(cls, "args", TrainingArguments)
+    if named is not None:
+        return named
+    module = vars(sys.modules.get(cls.__module__, object))
+    own = [
+        value
+        for value in module.values()
+        if isinstance(value, type)
+        and issubclass(value, TrainingArguments)
+        and value is not TrainingArguments
+        and value.__module__ == cls.__module__
+    ]
+    roots = [c for c in own if not any(c is not o and issubclass(c, o) for o in own)]  # not one's config's base
+    return roots[0] if len(roots) == 1 else TrainingArguments
+
+
+def _types(hint: Any) -> list[type]:
+    """The classes a type hint names (`A | B | None`, `Optional[A]`)."""
+    import typing
+
+    if isinstance(hint, type):
+        return [hint]
+    return [t for arg in typing.get_args(hint) for t in _types(arg)]
+
+
+def default_factory(cls: type) -> Any:
+    """A `Trainer` subclass: with a tiny causal LM and dataset (`tiny_trainer`), and the arguments class its module
+    defines, if any. A class whose config is a
+    LlamaConfig (LlamaForCausalLM and its subclasses): built from a tiny one. A class built like
+    CharacterCausalLMWrapper (it takes `model=`), or no PreTrainedModel: its own config class plus `model=` a tiny
+    causal LM (of the kind its config names, else a LlamaForCausalLM). Any other PreTrainedModel subclass: its own
+    config class with every size shrunk (compat_matrix.cell.tiny). Raises tiny.CouldNotBuild."""
+    import torch
+    from transformers import LlamaConfig, PreTrainedModel, Trainer
+
+    from compat_matrix.cell import tiny
+
+    if issubclass(cls, Trainer):
+        try:
+            return tiny_trainer(cls)
+        except tiny.CouldNotBuild as exc:  # the model it trains
+            raise tiny.CouldNotBuild(cls, f"its model {exc.name}: {exc.why}") from exc
+        except Exception as exc:  # a trainer that wants more than a model, arguments and a list of rows
+            raise tiny.CouldNotBuild(cls, tiny.describe(exc)) from exc
+    config_class = getattr(cls, "config_class", None)
+    if isinstance(config_class, type) and issubclass(config_class, LlamaConfig):
+        return tiny_causal_lm(cls)
+    if not isinstance(config_class, type):
+        raise tiny.CouldNotBuild(cls, f"its config_class is {config_class!r}, not a config class")
+    if issubclass(cls, PreTrainedModel) and ("model" not in inspect.signature(cls).parameters or builds_own(cls)):
+        return tiny.build(cls)
+    try:
+        config = cls.config_class()
+        model = tiny.wrapped_model(config) or tiny_causal_lm()
+        torch.manual_seed(SEED)  # the wrapper's own layers start from the same weights in both variants
+        return cls(config, model=model)
+    except Exception as exc:
+        raise tiny.CouldNotBuild(cls, tiny.describe(exc)) from exc
+
+
+def builds_own(cls: type) -> bool:
+    """Whether a class that takes `model=` builds its own when given none: the parameter has a default and its type
+    hint names no transformers model (`model: Optional[OLMo] = None`, a model of the library's own), so a tiny
+    causal LM of transformers is not what it wraps."""
+    from transformers import PreTrainedModel
+
+    parameter = inspect.signature(cls).parameters["model"]
+    if parameter.default is inspect.Parameter.empty:
+        return False
+    named = [t for t in _types(hint_of(cls, "model")) if t is not type(None)]
+    return bool(named) and not any(issubclass(t, PreTrainedModel) for t in named)
+
+
+def load_callable(ref: str) -> Callable[..., Any]:
+    """Resolve "package.module:attribute" to the object it names."""
+    module_name, _, attribute = ref.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def resolve_factory(ref: str | None) -> Factory:
+    return default_factory if ref is None else load_callable(ref)

@@ -1,0 +1,92 @@
+"""Probes of `Trainer` subclasses, for any audited name: training steps (the losses it logs), `evaluate`,
+`predict` and `save_model`, on a tiny causal LM and a dataset made in code (compat_matrix.cell.factory.tiny_trainer),
+with the values that come out. A one-sided error (an override of `compute_loss` that a release calls with
+`num_items_in_batch=`) shows as one; a changed loss as a changed value."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from compat_matrix.cell.probes import ANY, TRAINER, Build, Values, probe
+from compat_matrix.cell.probes.common import attempt
+from compat_matrix.cell.probes.outputs import rounded, state_survived, tensor_summary
+
+_VOLATILE = ("runtime", "per_second", "flos", "memory", "_time")  # metrics that time the run rather than describe it
+
+
+def metrics(found: dict[str, Any]) -> Values:
+    """A Trainer's metrics without those that measure time or the machine, floats rounded."""
+    return {
+        key: rounded(value) if isinstance(value, float) else value
+        for key, value in sorted(found.items())
+        if not any(word in key for word in _VOLATILE)
+    }
+
+
+@contextlib.contextmanager
+def trainer(build: Build) -> Iterator[Any]:
+    """A fresh Trainer of the variant under test; its output folder is removed afterwards."""
+    instance = build()
+    try:
+        yield instance
+    finally:
+        shutil.rmtree(instance.args.output_dir, ignore_errors=True)
+
+
+def _with_trainer(build: Build, use: Callable[[Any], Values]) -> Any:
+    def run() -> Values:
+        with trainer(build) as instance:
+            return use(instance)
+
+    return attempt(run)
+
+
+@probe(exercises=ANY, title="Trainer train", kinds=(TRAINER,))
+def trainer_train(build: Build) -> Values:
+    """`train()` for two steps: the steps run, the training loss and every loss logged on the way (one per step),
+    or the error."""
+
+    def train(instance: Any) -> Values:
+        output = instance.train()
+        logged = [rounded(entry["loss"]) for entry in instance.state.log_history if "loss" in entry]
+        return {"steps": output.global_step, "training_loss": rounded(output.training_loss), "logged_losses": logged}
+
+    return {"trained": _with_trainer(build, train)}
+
+
+@probe(exercises=ANY, title="Trainer evaluate", kinds=(TRAINER,))
+def trainer_evaluate(build: Build) -> Values:
+    """`evaluate()` on the evaluation dataset: its metrics (the loss among them), or the error."""
+    return {"metrics": _with_trainer(build, lambda instance: metrics(instance.evaluate()))}
+
+
+@probe(exercises=ANY, title="Trainer predict", kinds=(TRAINER,))
+def trainer_predict(build: Build) -> Values:
+    """`predict()` on the evaluation dataset: the predictions summarized and the metrics, or the error."""
+    import torch
+
+    def predict(instance: Any) -> Values:
+        output = instance.predict(instance.eval_dataset)
+        predictions = output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
+        return {"predictions": tensor_summary(torch.as_tensor(predictions)), "metrics": metrics(output.metrics)}
+
+    return {"predicted": _with_trainer(build, predict)}
+
+
+@probe(exercises=ANY, title="Trainer save_model", kinds=(TRAINER,))
+def trainer_save_model(build: Build) -> Values:
+    """`save_model()` to a temporary folder: the files it writes, and whether the model loaded back from them holds
+    every tensor of the trained model's state dict, unchanged; or the error."""
+
+    def save(instance: Any) -> Values:
+        with tempfile.TemporaryDirectory() as folder:
+            instance.save_model(folder)
+            reloaded = type(instance.model).from_pretrained(folder)
+            return {"files": sorted(os.listdir(folder)), "state_survived": state_survived(instance.model, reloaded)}
+
+    return {"saved": _with_trainer(build, save)}

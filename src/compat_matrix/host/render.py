@@ -1,0 +1,516 @@
+"""Render the report: markdown that pastes into a PR, JSON for machines, CSV for spreadsheets.
+
+Pure functions that only format: the rows, their order and labels, the verdicts, the conclusions, the grid and the
+words were all decided before (collect → verdict → conclude → grid, wording). Nothing here reads a file or the
+clock, so unchanged results render to byte-identical files. Each format escapes its own text, once: table cells
+given as plain text are escaped by `table`, cells already written as markdown (`Md`) only made safe for a row.
+
+The markdown, top to bottom: a title that is the answer, unmet expectations, one caution line when something is
+harmful, the decision grid (compat_matrix.host.grid) with its legend, deprecations on one line, what the class as
+shipped does across releases (where no harmful override already says it), changes since a baseline, the probes'
+summary table (the motivating PR's) for the subjects whose probes have one, your tests; then, collapsed, the
+evidence per override and the versions; the command that reproduces the run last.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from compat_matrix.host import wording
+from compat_matrix.host.baseline import Change, failing
+from compat_matrix.host.collect import Collected
+from compat_matrix.host.conclude import Concluded, Override, RangeCheck, SubjectConclusions
+from compat_matrix.host.grid import Grid, Row
+from compat_matrix.host.spec import Subject
+from compat_matrix.host.tests_seen import TEST_COLUMNS, TestsSeen
+from compat_matrix.host.wording import MARKDOWN, PLAIN, Summary, phrase, spelled, versions_text
+from compat_matrix.shared.results import Discovery
+from compat_matrix.shared.vocabulary import ConclusionKind
+
+SCHEMA = 2  # of the report JSON; 1 had no `status`, `counts` or the per-override changes and errors
+COLUMNS = {"override": "with override", "base": "base implementation"}
+BASE_MEANING = (
+    "*base implementation*: the class with its audited overrides deleted, so each name resolves to the next class "
+    "in its MRO that defines it."
+)
+EVIDENCE = "<details><summary>Evidence"  # where the collapsed parts start: truncate cuts them first
+VERSIONS = "<details><summary>Versions"
+TRUNCATED = (
+    "*Details cut to fit. The full report, with every observation, is in the uploaded reports "
+    "(`reports/<name>.md`, `.json` and `.csv`).*"
+)
+OK, FAILING, COULD_NOT_RUN = "ok", "failing", "could not run"  # the report's `status`, as its exit code (0, 1, 3)
+
+
+@dataclass(frozen=True)
+class ReportMeta:
+    name: str
+    file: str  # the matrix file, as the reader should type it
+    command: str  # reproduces the run
+    subjects: tuple[Subject, ...]
+    exclude_newer: str | None = None  # the run resolved and installed releases as of this moment
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything the files show, decided: the collected rows and observations, each cell × subject concluded,
+    per subject its conclusions (structured) and their summary (plain words, for the JSON), the grid, unmet
+    expectations, what reached a `--fail-on` conclusion, and changes since a baseline (None: no baseline given)."""
+
+    meta: ReportMeta
+    collected: Collected
+    rows: tuple[Concluded, ...]
+    subjects: dict[str, SubjectConclusions]
+    summaries: dict[str, Summary]
+    grid: Grid
+    unmet: tuple[str, ...] = ()
+    changes: tuple[Change, ...] | None = None
+    fail_on: tuple[ConclusionKind, ...] = ()
+    failed_on: tuple[str, ...] = ()  # `Class.name: harmful on transformers 5.24.0`, per override and conclusion
+    # per module or package target: what the cells found there (newest first)
+    found: dict[str, tuple[Discovery, ...]] = field(default_factory=dict)
+    # per subject: whether each declared range is honest (where an axis sweeps one)
+    ranges: dict[str, tuple[RangeCheck, ...]] = field(default_factory=dict)
+
+    @property
+    def order(self) -> list[str]:
+        """Every tested release, newest first."""
+        return [c.label for c in self.collected.cells]
+
+    @property
+    def title(self) -> str:
+        return wording.title(self.name, [row.override for row in self.grid.rows], PLAIN)
+
+    @property
+    def name(self) -> str:
+        """What the title names: the class of the only subject, else the matrix."""
+        if len(self.meta.subjects) == 1:
+            return self.meta.subjects[0].target.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+        return self.meta.name
+
+    @property
+    def status(self) -> str:
+        if any(c.result.status != "ok" for c in self.collected.cells) or any(not r.verdict.ran for r in self.rows):
+            return COULD_NOT_RUN
+        return FAILING if self.unmet or self.failed_on or failing(list(self.changes or ())) else OK
+
+
+class Md(str):
+    """A table cell already written as markdown (code spans, emphasis): `table` only keeps it in its row."""
+
+
+_MARKUP = re.compile(r"([\\*_\[\]~])")
+
+
+def escape(text: Any) -> str:
+    """Make any text safe inside a markdown table cell (or a line of its own): no `|`, newline, HTML or code span
+    can break the row, and no emphasis, link or strikethrough can start in it."""
+    text = html.escape(str(text), quote=False).replace("`", "&#96;").replace("|", "&#124;")
+    text = _MARKUP.sub(r"\\\1", text)
+    return "<br>".join(line.strip() for line in text.splitlines()) or " "
+
+
+def inline(text: str) -> str:
+    """A sentence of the report's own, whose backticks mark code, made safe: no HTML, no `|`, one line."""
+    return " ".join(html.escape(text, quote=False).replace("|", "&#124;").split())
+
+
+def table(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub-flavoured markdown table without padding; every cell escaped once (an `Md` cell is markdown already:
+    only HTML, `|` and line breaks are made safe)."""
+
+    def safe(cell: Any) -> str:
+        return (inline(cell) or " ") if isinstance(cell, Md) else escape(cell)
+
+    lines = ["| " + " | ".join(safe(h) if h else " " for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(safe(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+MERGE_ABOVE = 5  # rows: a longer probe-summary table gives neighbours that read alike one row
+
+
+def merged(rows: list[list[str]], axis: bool = True) -> list[list[str]]:
+    """Neighbouring rows (newest first) whose cells but the label are equal, as one row labelled with their versions
+    (`transformers 5.16.1 … 5.22.2`; without `axis`, `5.16.1 … 5.22.2`), so that a sweep's table stays short where
+    nothing changes."""
+    runs: list[list[list[str]]] = []
+    for row in rows:
+        if runs and runs[-1][-1][1:] == row[1:]:
+            runs[-1].append(row)
+        else:
+            runs.append([row])
+    order = [row[0] for row in rows]
+    return [[versions_text([r[0] for r in run], order, axis), *run[0][1:]] for run in runs]
+
+
+def tests_section(seen: TestsSeen) -> list[str]:
+    """The user's own tests: which need the override on each version, and which notice a broken one."""
+    rows = [[label, *(", ".join(tests) or "—" for tests in columns)] for label, columns in seen.per_version]
+    out = ["**Your tests**, with the override and without it:", "", table(["", *TEST_COLUMNS], rows), ""]
+    if not seen.mutants:
+        return [
+            *out,
+            "Run with `mutants = true` (or `nox -s matrix -- --mutants`) to learn which tests notice a "
+            "broken override.",
+            "",
+        ]
+    out += [f"**Which tests notice a broken override** ({len(seen.mutants)} broken versions):", ""]
+    out += [table(["test", "catches"], [list(pair) for pair in seen.catches]), ""]
+    notes = [
+        f"- {escape(t)} catches none: it cannot tell a broken override from a working one." for t in seen.catch_none
+    ]
+    notes += [f"- {escape(test)} catches nothing that {escape(other)} does not." for test, other in seen.adds_nothing]
+    return [*out, *notes, ""] if notes else out
+
+
+def versions_table(collected: Collected) -> str:
+    results = [c.result for c in collected.cells]
+    packages = list(dict.fromkeys(p for r in results for p in r.resolved))
+    rows = [
+        [", ".join(f"{a} {v}" for a, v in r.requested.items()), r.outcome, *(r.resolved.get(p, "—") for p in packages)]
+        for r in results
+    ]
+    return table(["requested", "status", *packages], rows)
+
+
+def markdown(report: Report) -> str:
+    out = [f"# {inline(wording.title(report.name, [row.override for row in report.grid.rows]))}", ""]
+    if report.unmet:
+        out += ["**Unmet expectations**", "", *(f"- {escape(line)}" for line in report.unmet), ""]
+    if report.failed_on:
+        kinds = ",".join(kind.option for kind in report.fail_on)
+        out += [f"**Fails the run** (`--fail-on {kinds}`): " + "; ".join(escape(x) for x in report.failed_on), ""]
+    out += first_screen(report)
+    out += context_lines(report)
+    if report.changes is not None:
+        out += ["## Changed since baseline", ""]
+        out += [f"- {escape(str(c))}" for c in report.changes] or ["No changes."]
+        out += [""]
+    out += summary_tables(report)
+    for subject in sorted(report.meta.subjects, key=lambda s: _first_row(report.grid, s.target)):
+        out += evidence_section(report, subject)
+    out += [f"{VERSIONS}</summary>", "", versions_table(report.collected), ""]
+    if report.meta.exclude_newer:
+        newer = report.meta.exclude_newer
+        out += [f"Releases as of {newer} (`exclude_newer`): uploaded later, they were left out.", ""]
+    out += ["</details>", "", *reproduce(report.meta)]
+    return "\n".join(out) + "\n"
+
+
+def context_lines(report: Report) -> list[str]:
+    """What each module or package target stood for in the cells, and whether the declared range is honest for
+    each subject (subjects that read alike said once)."""
+    out = [inline(wording.found_line(target, found)) for target, found in report.found.items()]
+    alike: dict[str, list[str]] = {}
+    for target, checks in report.ranges.items():
+        for check in checks:
+            alike.setdefault(wording.range_line(check), []).append(target)
+    for line, targets in alike.items():
+        whose = f" ({', '.join(wording.name_of_subject(t) for t in targets)})" if report.grid.several else ""
+        out.append(f"**Declared range**{whose}: {inline(line)}")
+    return [part for line in out for part in (line, "")]
+
+
+def first_screen(report: Report) -> list[str]:
+    """The caution, the grid and its legend, deprecations, and what the class as shipped does across releases."""
+    grid, order = report.grid, report.order
+    overrides = [row.override for row in grid.rows]
+    out = []
+    caution = wording.caution(overrides, order, grid.several)
+    if caution:
+        out += [inline(caution), ""]
+    columns = [versions_text(list(c), order, axis=i == 0) for i, c in enumerate(grid.columns)]
+    rows = [
+        [
+            Md(wording.name_of(row.override, grid.several) + (" (nothing audited)" if row.nothing_audited else "")),
+            *(wording.cell(kind) for kind in row.cells),
+            Md(f"**{row.override.advice.kind}**: {wording.reason(row.override, order)}"),
+        ]
+        for row in grid.rows
+    ]
+    out += [table(["override", *columns, "advice"], rows), "", inline(wording.legend(grid.kinds)), ""]
+    deprecated = wording.deprecated_line(overrides, order, grid.several)
+    if deprecated:
+        out += [inline(deprecated), ""]
+    shipped = [
+        (f"{wording.name_of_subject(answer.target)}: " if grid.several else "") + line
+        for answer in report.subjects.values()
+        for line in wording.shipped_lines(answer, order, MARKDOWN, explained=explained(answer))
+    ]
+    out += [*(f"- {inline(line)}" for line in shipped), ""] if shipped else []
+    return out
+
+
+def explained(answer: SubjectConclusions) -> frozenset[str]:
+    """The errors of the class as shipped that a harmful override already accounts for (the caution says them)."""
+    return frozenset(f.error for o in answer.overrides for f in o.failures() if f.variant == "override")
+
+
+def summary_tables(report: Report) -> list[str]:
+    """The probes' summary per release (the motivating PR's table), for the subjects whose probes have one: one
+    subject's rows are its releases (neighbours that read alike share one past MERGE_ABOVE); with several subjects,
+    one table, a row per subject and stretch of releases that read alike. Then your own tests, per subject."""
+    subjects = sorted(report.meta.subjects, key=lambda s: _first_row(report.grid, s.target))
+    tables: list[tuple[Subject, list[list[str]]]] = []
+    for subject in subjects:
+        rows = report.subjects[subject.target].rows
+        if any(r.row.override_shown or r.row.base_shown for r in rows):
+            shown = [
+                [r.label, *((r.row.override_shown, r.row.base_shown) if r.verdict.ran else (r.verdict.verdict,) * 2)]
+                for r in rows
+            ]
+            tables.append((subject, shown))
+    out = []
+    if len(tables) == 1 and not report.grid.several:
+        ((_, shown),) = tables
+        out += [BASE_MEANING, "", table(["", *COLUMNS.values()], merged(shown) if len(shown) > MERGE_ABOVE else shown)]
+        out += [""]
+    elif tables:
+        rows = [
+            [Md(wording.name_of_subject(subject.target)), *row]
+            for subject, shown in tables
+            for row in merged(shown, axis=False)
+        ]
+        out += [BASE_MEANING, "", table(["class", _axis(report.order), *COLUMNS.values()], rows), ""]
+    for subject in subjects:
+        seen = report.summaries[subject.target].tests
+        if seen is not None:
+            out += [f"{wording.name_of_subject(subject.target)}:", ""] if report.grid.several else []
+            out += tests_section(seen)
+    return out
+
+
+def evidence_section(report: Report, subject: Subject) -> list[str]:
+    """Collapsed: per override of the subject, what differs, each error once; what told nothing; what it overrides
+    without being audited."""
+    answer, order = report.subjects[subject.target], report.order
+    several = report.grid.several
+    whose = f" for <code>{html.escape(subject.target.rsplit(':', 1)[-1])}</code>" if several else ""
+    out = [f"{EVIDENCE}{whose}: what differs, per override</summary>", ""]
+    axis = _axis(order)
+    for override in sorted(answer.overrides, key=lambda o: report.grid.rows.index(_row(report.grid, o))):
+        found = wording.what_differs(override, order)
+        out += [f"**{wording.name_of(override, False)}** ({str(override.advice.kind).lower()})", ""]
+        if found.rows:
+            out += [table([axis, "call", "with override", "deleted"], [list(r) for r in found.rows]), ""]
+        notes = [
+            *(escape(e) for e in found.errors),
+            *(escape(n) for n in found.notes),
+            *([f"{found.cut} more rows in the JSON"] if found.cut else []),
+            *([wording.left_out(found.left_out)] if found.left_out else []),
+        ]
+        out += [*(f"- {n}" for n in notes), ""] if notes else []
+    told = wording.told_nothing(answer, order)
+    if told:
+        out += [f"Told nothing (both sides failed alike, or found nothing to look at): {inline(told)}", ""]
+    ran = next((r.row.result for r in answer.rows if r.row.result is not None and r.row.result.overrides), None)
+    others = [o.name for o in ran.overrides if not o.audited] if ran else []
+    if others:
+        out += ["Not audited: " + ", ".join(f"`{name}`" for name in others) + ".", ""]
+    return [*out, "</details>", ""]
+
+
+def _row(grid: Grid, override: Override) -> Row:
+    return next(row for row in grid.rows if row.override is override)
+
+
+def _first_row(grid: Grid, target: str) -> int:
+    """Where a subject's first row is in the grid: its evidence comes in that order."""
+    return next((i for i, row in enumerate(grid.rows) if row.override.target == target), len(grid.rows))
+
+
+def _axis(order: Sequence[str]) -> str:
+    """The shared axis of the release labels (`transformers`), else `release`."""
+    axes = {label.split(" ", 1)[0] for label in order}
+    return axes.pop() if len(axes) == 1 and all("," not in label for label in order) else "release"
+
+
+def reproduce(meta: ReportMeta) -> list[str]:
+    if "`" in meta.command:
+        return [f"Matrix {escape(meta.name)}; reproduce:", "", "```sh", meta.command, "```"]
+    return [f"Matrix `{meta.name}`; reproduce: `{meta.command}`"]
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The contract other tools read (schema 2, documented in the README): the answer per override first, then per
+    subject, then every cell (newest first) with its subjects' verdicts and observations. Every text is plain."""
+    cells = []
+    for cell in report.collected.cells:
+        r = cell.result
+        mine = [s for s in report.rows if s.row.cell.cell == r.cell]
+        cells.append(
+            {
+                "cell": r.cell,
+                "requested": r.requested,
+                "resolved": r.resolved,
+                "status": r.outcome,
+                "reason": r.reason,
+                "subjects": [subject_json(s) for s in mine],
+            }
+        )
+    data: dict[str, Any] = {
+        "schema": SCHEMA,
+        "matrix": report.meta.name,
+        "file": report.meta.file,
+        "command": report.meta.command,
+        "exclude_newer": report.meta.exclude_newer,
+        "title": report.title,
+        "status": report.status,
+        "counts": report.grid.counts(),
+        "fail_on": [str(k) for k in report.fail_on],
+        "failed_on": list(report.failed_on),
+        "unmet_expectations": list(report.unmet),
+        "overrides": [
+            override_json(o, report.order, report.grid.several)
+            for answer in report.subjects.values()
+            for o in answer.overrides
+        ],
+        "subjects": [
+            {
+                "target": target,
+                "conclusions": list(summary.lines),
+                "deprecations": list(summary.deprecations),
+                "recommendation": summary.recommendation,
+                "glance": summary.glance,
+                "as_shipped": list(summary.as_shipped),
+                "told_nothing": summary.told_nothing,
+                "tests": tests_json(summary.tests),
+            }
+            for target, summary in report.summaries.items()
+        ],
+        "cells": cells,
+    }
+    if report.found:  # module or package targets: what each stood for
+        data["found"] = {target: wording.found_line(target, found, PLAIN) for target, found in report.found.items()}
+        groups = {subject.target: subject.group for subject in report.meta.subjects}
+        for entry in data["subjects"]:
+            entry["group"] = groups.get(entry["target"])
+    if any(report.ranges.values()):
+        for entry in data["subjects"]:
+            checks = report.ranges.get(entry["target"], ())
+            entry["declared_range"] = [wording.range_line(check, PLAIN) for check in checks]
+    if report.changes is not None:
+        data["changes_since_baseline"] = [c.to_json() for c in report.changes]
+    return data
+
+
+def override_json(override: Override, order: Sequence[str], several: bool = False) -> dict[str, Any]:
+    """One audited override across the tested releases, for machines: its conclusion on each (oldest first) and the
+    context that carried it, the advice and its reason (the grid's words), where it first changed, the errors
+    behind its harmful and needed conclusions, and its deprecation."""
+    first_changed, last_same = override.changes
+    return {
+        "target": override.target,
+        "name": override.name,
+        "kind": override.kind,
+        "by_release": {label: str(c.kind) for label, c in override.oldest_first},
+        "context": {label: c.context for label, c in override.oldest_first if c.context},
+        "advice": str(override.advice.kind),
+        "reason": wording.reason(override, order, PLAIN),
+        "caveat": override.advice.caveat,
+        "first_changed": first_changed,
+        "last_same": last_same,
+        "errors": [
+            {
+                "release": f.release,
+                "variant": f.variant,
+                "type": f.type,
+                "message": f.message,
+                "observations": list(f.observations),
+            }
+            for f in override.failures()
+        ],
+        "deprecated": (
+            {"since": override.deprecated.since, "replacement": override.deprecated.replacement}
+            if override.deprecated
+            else None
+        ),
+    }
+
+
+def subject_json(row: Concluded) -> dict[str, Any]:
+    ran, decided = row.row.result, row.verdict
+    return {
+        "target": row.row.target,
+        "methods": list(ran.methods) if ran else [],
+        "verdict": decided.verdict,
+        "reason": decided.reason,
+        "differs": list(decided.differs),
+        "follows": list(decided.follows),
+        "conclusion": row.conclusion.kind,
+        "per_method": {method: str(c.kind) for method, c in row.per_method},
+        "phrase": phrase(row.conclusion, row.verdict, PLAIN),
+        "probes": list(ran.probes) if ran else [],
+        "variants": list(ran.variants) if ran else [],
+        "unprobed": list(ran.unprobed) if ran else [],
+        "overrides": [o.to_json() for o in ran.overrides] if ran else [],
+        "observations": [o.to_json() for o in ran.observations] if ran else [],
+        "tests": [t.to_json() for t in ran.tests] if ran else [],
+        "mutants": list(ran.mutants) if ran else [],
+    }
+
+
+def tests_json(seen: TestsSeen | None) -> dict[str, Any] | None:
+    if seen is None:
+        return None
+    return {
+        "per_version": {
+            label: dict(zip(TEST_COLUMNS, map(list, columns), strict=True)) for label, columns in seen.per_version
+        },
+        "catches": dict(seen.catches),
+        "catch_none": list(seen.catch_none),
+        "adds_nothing": dict(seen.adds_nothing),
+    }
+
+
+def csv_text(collected: Collected) -> str:
+    """Every observation, one row each, for spreadsheets; values spelled as in the markdown."""
+    columns = ["label", "cell", "target", "probe", "name", "override", "base", "same", "carries"]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for o in collected.observations.to_dict("records"):
+        values = map(spelled, (o["override"], o["base"], o["same"], o["carries"]))
+        writer.writerow([inert(text) for text in (o["label"], o["cell"], o["target"], o["probe"], o["name"], *values)])
+    return buffer.getvalue()
+
+
+def inert(text: str) -> str:
+    """`text` as a spreadsheet shows it, never runs it: text that starts like a formula (`=`, `+`, `-`, `@`, a tab
+    or a carriage return; an error message of a user's library, say) gets a leading `'`. Numbers stay numbers."""
+    if not text.startswith(("=", "+", "-", "@", "\t", "\r")):
+        return text
+    try:
+        float(text)
+        return text
+    except ValueError:
+        return "'" + text
+
+
+def truncate(markdown: str, limit: int) -> str:
+    """`markdown` in at most `limit` bytes (UTF-8): the evidence goes first, then the versions; the first screen
+    (the title, the grid, the caution and the tables) stays as long as it fits, and is cut at a line, with the
+    note, only when it alone does not."""
+    if len(markdown.encode()) <= limit:
+        return markdown
+    head, found, rest = markdown.partition(f"\n{EVIDENCE}")
+    if not found:  # no evidence: cut before the versions
+        head, found, rest = markdown.partition(f"\n{VERSIONS}")
+    _, versions, tail = rest.partition(f"\n{VERSIONS}")
+    for candidate in (f"{head}\n{TRUNCATED}\n\n{VERSIONS}{tail}" if versions else "", f"{head}\n{TRUNCATED}\n"):
+        if candidate and len(candidate.encode()) <= limit:
+            return candidate
+    kept, size = [], len(TRUNCATED.encode()) + 2
+    for line in head.splitlines():
+        size += len(line.encode()) + 1
+        if size > limit:
+            break
+        kept.append(line)
+    return "\n".join(kept) + f"\n\n{TRUNCATED}\n"

@@ -1,0 +1,32 @@
+"""The probe API, as probes of your own and the host's report read it: compat_matrix.cell.probes is where the probes
+run; this face is what may be read from outside the cell (the registry's names, titles and observations)."""
+
+from compat_matrix.cell.probes import (
+    ANY,
+    CONFIG,
+    MODEL,
+    OTHER,
+    TRAINER,
+    Build,
+    Inconclusive,
+    Probe,
+    preparation,
+    probe,
+    registry,
+    titles,
+)
+
+__all__ = [
+    "ANY",
+    "CONFIG",
+    "MODEL",
+    "OTHER",
+    "TRAINER",
+    "Build",
+    "Inconclusive",
+    "Probe",
+    "preparation",
+    "probe",
+    "registry",
+    "titles",
+]

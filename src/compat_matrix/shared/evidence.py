@@ -1,0 +1,205 @@
+"""What the observations of one subject in one cell say about each audited name: the evidence, per name and in two
+contexts, that deleting it changes something or nothing. Pure functions.
+
+- With one audited name X, the one context compares the class as shipped with X deleted.
+- With several, X is judged "with the rest as shipped" (the class as shipped against `base without X`) and "with
+  the rest deleted" (`only X` against the class with every audited name deleted). The second is what sees an
+  override whose effect another, crashing, override hides in the first.
+- A probe is evidence about X in a context only where X ran on the side that keeps it and the probe observed
+  something: not where both compared sides failed identically, even in part (an error before X mattered says
+  nothing about X, and what else the probe saw may not have depended on X), nor where both found nothing to look
+  at. Such probes "told nothing".
+- X is `same` only with evidence of it having run as shipped and no difference in any context; it is `orphaned`
+  where the release no longer defines, calls or reads it and nothing differs but warnings (transformers may warn
+  about the very override it no longer uses); else `inconclusive`, saying why. An attribute whose effect the
+  probes cannot see (UNSEEN) is never `same`: one that only decides how checkpoints with other keys load (the
+  probes reload what the class itself saved), the name of the model's main input (the probes feed token ids), and
+  those that decide what happens on several devices, in half precision or with another cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from compat_matrix.shared.results import Observation, SubjectResult, failure_in
+from compat_matrix.shared.variants import Variant
+
+SAME, DIFFERS, ORPHANED, INCONCLUSIVE = "same", "differs", "orphaned", "inconclusive"
+# Attributes whose effect the probes cannot see, and why: a round trip of the class's own checkpoint cannot show that
+# deleting one that decides how a checkpoint with other keys loads (a base model's, another library's, an older
+# release's) changes nothing; transformers takes the input `main_input_name` names as the model's own (`generate`,
+# the `Trainer`'s count of tokens), which for a model of other inputs (`past_values`, `pixel_values`) the probes'
+# token ids never are; and tiny models on one CPU, in float32, generating with the default cache, never meet what
+# the others decide.
+_CHECKPOINTS = "decides how checkpoints with other keys load; the probes reload only what the class saved"
+_DEVICES = (
+    "decides how the model is split or placed across devices (device_map, parallelism, FSDP); the probes use one CPU"
+)
+_HALF = "decides which modules stay in float32 where the model loads in half precision; the probes load it in float32"
+_CACHES = "decides whether generate may use a static or quantized cache or compile; the probes use the default cache"
+UNSEEN = {
+    "_keys_to_ignore_on_load_unexpected": _CHECKPOINTS,
+    "_keys_to_ignore_on_load_missing": _CHECKPOINTS,
+    "_checkpoint_conversion_mapping": _CHECKPOINTS,
+    "base_model_prefix": _CHECKPOINTS,
+    "main_input_name": (
+        "names the input that generate and the Trainer's count of tokens take as the model's own; the probes give "
+        "token ids, not this model's inputs"
+    ),
+    **dict.fromkeys(
+        ("_no_split_modules", "_skip_keys_device_placement", "_tp_plan", "_pp_plan", "_ep_plan", "is_parallelizable"),
+        _DEVICES,
+    ),
+    **dict.fromkeys(("_keep_in_fp32_modules", "_keep_in_fp32_modules_strict"), _HALF),
+    **dict.fromkeys(("_supports_static_cache", "_supports_quantized_cache", "_can_compile_fullgraph"), _CACHES),
+}
+ALONE = "deleted"  # the one context of a single audited name
+WITH_REST = "the rest as shipped"  # X deleted, the other audited names kept
+WITHOUT_REST = "the rest deleted"  # X kept alone, the other audited names deleted
+TOGETHER = "deleted together"  # X and the other names judged redundant one by one, deleted at once
+JOINED = ", "  # between the names of the variant that deletes several (`base without A, B`), as variants names it
+ERROR, WARNINGS, REACHED, INCONCLUSIVE_OBSERVATION = "error", "warnings", "reached", "inconclusive"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What one subject's observations in one cell say about deleting one audited name.
+
+    `differing`: the observations that differ in `context`, as pairs with the name (`override`) and without it
+    (`base`); `told_nothing`: (probe, why) of the probes that were no evidence about the name."""
+
+    name: str
+    verdict: str  # SAME, DIFFERS, ORPHANED or INCONCLUSIVE
+    context: str | None = None  # the context that carried the verdict
+    differing: tuple[Observation, ...] = ()
+    reason: str | None = None
+    told_nothing: tuple[tuple[str, str], ...] = ()
+
+
+def _failed(observation: Observation, value: Any) -> bool:
+    return (observation.name == ERROR and value is not None) or failure_in(value) is not None
+
+
+def by_probe(observations: Iterable[Observation]) -> dict[str, dict[str, Observation]]:
+    found: dict[str, dict[str, Observation]] = {}
+    for o in observations:
+        found.setdefault(o.probe, {})[o.name] = o
+    return found
+
+
+def empty_handed(observations: dict[str, Observation], partly: bool = False) -> str | None:
+    """Why a probe told nothing when its two sides are `override` and `base`: both found nothing to look at, or
+    every observation that carries (warnings apart) failed identically on both (with `partly`, any one did: what
+    else the probe observed may not have depended on what failed); None if it observed something."""
+    nothing = observations.get(INCONCLUSIVE_OBSERVATION)
+    if nothing is not None and nothing.override and nothing.base:
+        return str(nothing.override)
+    carrying = [o for o in observations.values() if o.carries and o.name != WARNINGS]
+    failed = [o for o in carrying if o.same and _failed(o, o.override)]
+    if failed and (partly or len(failed) == len(carrying)):
+        first = failed[0]
+        return str(first.override if first.name == ERROR else failure_in(first.override))
+    return None
+
+
+def told_nothing(subject: SubjectResult) -> tuple[tuple[str, str], ...]:
+    """(probe, why) of every probe in which the class as shipped and with the audited names deleted failed
+    identically, even in part, or found nothing to look at, and nothing else differed but warnings: no evidence of
+    anything, listed so that the report can say so."""
+    return tuple(
+        (probe, why)
+        for probe, observations in by_probe(subject.observations).items()
+        if (why := empty_handed(observations, partly=True)) is not None
+        and not any(_differs(o) and o.name != WARNINGS for o in observations.values())
+    )
+
+
+_MISSING = object()  # a per-name variant that did not run the probe: it ran its reference's code there
+
+
+def _context(observations: Iterable[Observation], name: str, context: str) -> list[Observation]:
+    """The observations of one context as (with `name`: override, without it: base) pairs; where the variant did
+    not run a probe, it ran the same code as its reference, so its value is the reference's."""
+    pairs = []
+    for o in observations:
+        if context == ALONE:
+            pairs.append(o)
+        elif context == WITH_REST:
+            value = dict(o.without).get(name, _MISSING)
+            pairs.append(
+                Observation(o.probe, o.name, o.override, o.override if value is _MISSING else value, o.carries)
+            )
+        else:
+            value = dict(o.alone).get(name, _MISSING)
+            pairs.append(Observation(o.probe, o.name, o.base if value is _MISSING else value, o.base, o.carries))
+    return pairs
+
+
+def _differs(o: Observation) -> bool:
+    """A difference that counts: a carrying value, or one side finding nothing to look at where the other did."""
+    return (o.carries or o.name == INCONCLUSIVE_OBSERVATION) and not o.same
+
+
+def judge(subject: SubjectResult, name: str) -> Judgement:
+    """What deleting `name` does in this cell, by the rules in this module's docstring."""
+    if name in subject.unprobed:
+        return Judgement(name, INCONCLUSIVE, reason=f"no probe exercises {name}")
+    for variant, why in subject.unfinished:
+        if name in Variant(variant).names:  # its values are missing, not those of the code it compares with
+            return Judgement(name, INCONCLUSIVE, reason=f"the variant {variant} gave no values ({why})")
+    contexts = (ALONE,) if len(subject.methods) < 2 else (WITH_REST, WITHOUT_REST)
+    silent: dict[str, str] = {}
+    evidence = False
+    orphaned = dict(subject.orphaned).get(name)
+    for context in contexts:
+        pairs = _context(subject.observations, name, context)
+        differing = tuple(o for o in pairs if _differs(o))
+        if differing and not (orphaned and all(o.name == WARNINGS for o in differing)):
+            return Judgement(name, DIFFERS, context, differing, told_nothing=tuple(silent.items()))
+        for probe, observations in by_probe(pairs).items():
+            reached = observations.get(REACHED)
+            if reached is None or name not in (reached.override or ()):
+                continue  # it never ran on the side that keeps it: no evidence either way
+            why = empty_handed(observations, partly=True)
+            if why is not None:
+                silent.setdefault(probe, why)
+            elif context != WITHOUT_REST and any(o.carries and o.name != WARNINGS for o in observations.values()):
+                evidence = True  # it ran as shipped in a probe that observed something
+    quiet = tuple(silent.items())
+    if orphaned:
+        return Judgement(name, ORPHANED, reason=orphaned, told_nothing=quiet)
+    if evidence and name in UNSEEN:
+        return Judgement(name, INCONCLUSIVE, reason=f"{name} {UNSEEN[name]}", told_nothing=quiet)
+    if evidence:
+        return Judgement(name, SAME, contexts[0], told_nothing=quiet)
+    why = f"{name} never ran as shipped in a probe that observed something"
+    if quiet:
+        why += " (" + "; ".join(f"{probe}: {text}" for probe, text in quiet) + ")"
+    return Judgement(name, INCONCLUSIVE, reason=why, told_nothing=quiet)
+
+
+def redundant(subject: SubjectResult) -> tuple[str, ...]:
+    """The audited names judged `same` one by one, where several are audited: those the advice deletes together."""
+    if len(subject.methods) < 2:
+        return ()
+    return tuple(m for m in subject.methods if judge(subject, m).verdict == SAME)
+
+
+def together(subject: SubjectResult) -> tuple[Observation, ...]:
+    """Where deleting every name judged redundant one by one, at once, changes what the class as shipped does (pairs:
+    with them, without them), e.g. two overrides that each provide what the other does; empty where it changes
+    nothing, or there are not two such names. With all of them redundant, that is the class with all deleted."""
+    names = redundant(subject)
+    if len(names) < 2:
+        return ()
+    key = JOINED.join(names)
+    if set(names) == set(subject.methods):
+        pairs: Iterable[Observation] = subject.observations
+    else:
+        pairs = (
+            Observation(o.probe, o.name, o.override, dict(o.without).get(key, o.override), o.carries)
+            for o in subject.observations
+        )
+    return tuple(o for o in pairs if _differs(o) and o.name != WARNINGS)
