@@ -434,3 +434,24 @@ def test_init_that_found_nothing_on_the_releases_asked_says_how_to_test_the_decl
     )
     assert declared_hint((), "<=4.44.2", "llm2vec") == declared_hint(("declared", "5.x"), "<5", "x") == ""
     assert declared_hint(("5.x",), None, "x") == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            "ImportError: cannot import name 'HfFolder' from 'huggingface_hub' (/work/x/.nox/init-adapters-adapters_"
+            "transformers=5.x_torch=2.13.0/lib/python3.11/site-packages/huggingface_hub/__init__.py)",
+            "ImportError: cannot import name 'HfFolder' from 'huggingface_hub' "
+            "(site-packages/huggingface_hub/__init__.py)",
+        ),
+        ('File "/usr/lib/python3/dist-packages/a.py", line 3', 'File "dist-packages/a.py", line 3'),
+        (".nox/x/lib/site-packages/a.py beside /opt/a.py", ".nox/x/lib/site-packages/a.py beside /opt/a.py"),
+    ],
+)
+def test_environment_paths_in_a_reason_are_cut_to_site_packages_on_both_sides(text, said):
+    from compat_matrix.shared.results import describe_exception, one_line, short_paths
+
+    assert short_paths(text) == said and one_line(text) == said
+    assert envs.installer_reason(text) == said
+    assert describe_exception(RuntimeError(text)) == f"RuntimeError: {said}"

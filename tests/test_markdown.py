@@ -141,6 +141,20 @@ def test_the_grid_has_a_row_per_override_and_a_column_per_stretch_of_releases_th
     assert demo[0] == "| override | transformers 4.57.6, 5.9.0 | 5.10.1 | 99.0 (requested) | advice |"
 
 
+def test_summary_cuts_to_a_comment_by_default(tmp_path, capsys):
+    """A library-sized report (73,515 characters for an RL library's 21 trainers) fits the comment it is posted as
+    without --limit; the job summary keeps its 1 MiB."""
+    spec, results = sweep()
+    text = render.markdown(make_report(spec, results))
+    head, evidence, rest = text.partition(f"\n{render.EVIDENCE}")
+    report = tmp_path / "big.md"
+    report.write_text(head + evidence + rest * (2 * COMMENT_LIMIT // len(rest)))
+    assert cli.main(["summary", str(report)]) == 0
+    body = capsys.readouterr().out
+    assert len(body.encode()) <= COMMENT_LIMIT + 1 and body.startswith(head) and render.TRUNCATED in body
+    assert cli.COMMENT_LIMIT == COMMENT_LIMIT and cli.SUMMARY_LIMIT == 1_000_000
+
+
 def test_a_comment_of_30_releases_and_5_subjects_fits_and_cuts_the_evidence_first(tmp_path, capsys):
     spec, results = sweep()
     text = render.markdown(make_report(spec, results))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import functools
 import logging
 import os
@@ -16,7 +17,15 @@ from compat_matrix.cell import forks, tracing
 from compat_matrix.cell.forks import forked, forked_each
 from compat_matrix.cell.observe import ProbeTimeout, call_probe
 from compat_matrix.cell.probes import Inconclusive, Probe
-from compat_matrix.cell.runner import Ask, _to_run, discover_overrides, load_probe_modules, pair, run_isolated
+from compat_matrix.cell.runner import (
+    Ask,
+    _to_run,
+    covering,
+    discover_overrides,
+    load_probe_modules,
+    pair,
+    run_isolated,
+)
 
 
 class Root:
@@ -48,10 +57,65 @@ def test_discover_overrides_lists_methods_and_attributes_over_the_base_package()
     finally:
         del Root.gradient_checkpointing_disable, Root.config_class
     assert found == [
-        ("base_model_prefix", f"{__name__}.Root", "attribute"),
-        ("greet", f"{__name__}.Root", "method"),
-        ("gradient_checkpointing_disable", f"{__name__}.Root", "method"),
+        ("base_model_prefix", f"{__name__}.Root", "attribute", None),
+        ("greet", f"{__name__}.Root", "method", None),
+        ("gradient_checkpointing_disable", f"{__name__}.Root", "method", None),
     ]
+
+
+class Hub:
+    __module__ = "hub.trainer"  # transformers' stand-in
+
+    def compute_loss(self): ...
+
+    def log(self): ...
+
+    def evaluate(self): ...
+
+
+def library(name: str, bases: tuple[type, ...], module: str, *names: str, abstract: bool = False) -> type:
+    """A class of `module` defining `names` (and an abstract method, if `abstract`)."""
+    body = {"__module__": module, **{n: lambda self: None for n in names}}
+    if abstract:
+        body["get_default_loss"] = abc.abstractmethod(lambda self: None)
+    return abc.ABCMeta(name, bases, body)
+
+
+BASE = library("BaseTrainer", (Hub,), "mylib.base", "compute_loss", "log", abstract=True)
+FIRST = library("FirstTrainer", (BASE,), "mylib.first", "get_default_loss")
+SECOND = library("SecondTrainer", (BASE,), "mylib.second", "get_default_loss", "log")  # its own log
+MIDDLE = library("MiddleTrainer", (BASE,), "mylib.middle", "get_default_loss")
+LEAF = library("LeafTrainer", (MIDDLE,), "mylib.leaf", "evaluate")  # MiddleTrainer is audited with BaseTrainer's
+
+
+@pytest.mark.parametrize(
+    ("cls", "expected"),
+    [
+        (BASE, [("compute_loss", None), ("log", None)]),
+        (FIRST, [("compute_loss", "mylib.base.BaseTrainer"), ("log", "mylib.base.BaseTrainer")]),
+        (SECOND, [("log", None), ("compute_loss", "mylib.base.BaseTrainer")]),
+        (LEAF, [("evaluate", None)]),
+    ],
+)
+def test_an_abstract_base_of_the_librarys_overrides_are_audited_on_the_concrete_classes_that_inherit_them(
+    cls, expected
+):
+    found = discover_overrides(cls, package="hub")
+    assert [(name, via) for name, _, _, via in found] == expected
+    assert {origin for _, origin, _, _ in found} == {"hub.trainer.Hub"}
+
+
+@pytest.mark.parametrize(
+    ("classes", "through"),
+    [
+        ((BASE, FIRST, SECOND, LEAF), ["FirstTrainer", "SecondTrainer"]),  # LeafTrainer: through MiddleTrainer
+        ((BASE, SECOND), []),  # nothing found runs BaseTrainer.log: the base stays a subject
+        ((BASE, FIRST, MIDDLE), ["FirstTrainer", "MiddleTrainer"]),
+    ],
+)
+def test_an_abstract_base_is_covered_where_the_concrete_classes_found_inherit_every_override(classes, through):
+    found = {cls: discover_overrides(cls, package="hub") for cls in classes}
+    assert [k.__name__ for k in covering(BASE, found[BASE], found)] == through
 
 
 def test_a_probe_call_past_the_timeout_raises_probe_timeout():

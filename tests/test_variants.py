@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import functools
 import pickle
 import sys
@@ -266,3 +267,71 @@ def test_a_deleted_attribute_is_watched_where_the_subject_reads_it_from(tmp_path
         return [sorted(first), sorted(seen), vars(Root)["limit"]]
 
     assert in_child(tmp_path, BASE, ("limit",), look) == [[], ["limit"], 1]
+
+
+class Hub:
+    """transformers' stand-in: another library."""
+
+    __module__ = "hub.trainer"
+
+    def compute_loss(self):
+        return "hub-loss"
+
+    def log(self):
+        return "hub-log"
+
+
+class AbstractBase(Hub, abc.ABC):
+    """The library's abstract base (`BaseTrainer`): it cannot be built, so it is audited through its subclasses."""
+
+    __module__ = "mylib.base"
+
+    @abc.abstractmethod
+    def get_default_loss(self): ...
+
+    def compute_loss(self):
+        return "base-loss>" + super().compute_loss()
+
+    def log(self):
+        return "base-log"
+
+
+class Concrete(AbstractBase):
+    __module__ = "mylib.concrete"
+
+    def get_default_loss(self):
+        return "loss"
+
+    def log(self):
+        return "concrete-log>" + super().log()
+
+
+@pytest.mark.parametrize(
+    ("variant", "expected"),
+    [
+        (OVERRIDE, ("base-loss>hub-loss", "concrete-log>base-log")),
+        (BASE, ("hub-loss", "base-log")),  # compute_loss deleted where it is defined; log from the subject alone
+        (WITHOUT + "compute_loss", ("hub-loss", "concrete-log>base-log")),
+        (ONLY + "compute_loss", ("base-loss>hub-loss", "base-log")),
+    ],
+)
+def test_a_name_inherited_from_the_librarys_base_is_deleted_there(tmp_path, variant, expected):
+    progress = tmp_path / "progress"
+    progress.write_text("variant")
+
+    def look():
+        made = variants.apply(Concrete, variant, ("compute_loss", "log"))()
+        return made.compute_loss(), made.log()
+
+    run = forked(look, progress, limit=30)
+    assert run.status == OK, run.reason
+    assert tuple(run.answer) == expected
+    assert Concrete().compute_loss() == "base-loss>hub-loss"  # only ever in the child
+
+
+def test_the_class_a_name_is_deleted_from_is_the_subjects_or_its_librarys():
+    assert variants.owner(Concrete, "compute_loss") is AbstractBase and variants.owner(Concrete, "log") is Concrete
+    assert variants.base_of(Concrete, "compute_loss") is Hub and variants.base_of(Concrete, "log") is AbstractBase
+    assert variants.owner(AbstractBase, "compute_loss") is AbstractBase
+    with pytest.raises(VariantError, match="does not define 'compute_loss' itself"):
+        variants.check(type("Other", (Hub,), {"__module__": "other"}), ("compute_loss",))  # another library's

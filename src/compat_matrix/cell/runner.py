@@ -61,6 +61,7 @@ from compat_matrix.shared.results import (
     CRASHED,
     METHOD,
     OK,
+    THROUGH,
     TIMED_OUT,
     CellResult,
     Discovery,
@@ -107,22 +108,36 @@ def _per_name(by_variant: dict[str, Values], prefix: str, name: str) -> tuple[tu
     return tuple((v.removeprefix(prefix), values.get(name)) for v, values in by_variant.items() if v.startswith(prefix))
 
 
-def discover_overrides(cls: type, package: str = BUILDS_ON) -> list[tuple[str, str, str]]:
-    """Every name `cls` defines itself that a class of `package` after it in the MRO also defines: (name, that
-    class, METHOD or ATTRIBUTE). Dunder names (`__init__`) are construction, not behaviour."""
+def discover_overrides(cls: type, package: str = BUILDS_ON) -> list[tuple[str, str, str, str | None]]:
+    """Every name `cls` defines itself, or inherits from an abstract base of its own library that cannot be built
+    and audited alone (`BaseTrainer`), that a class of `package` after the one defining it also defines: (name, that
+    class, METHOD or ATTRIBUTE, the library's class it is inherited from or None). Dunder names (`__init__`) are
+    construction, not behaviour."""
     found = []
-    for name, value in vars(cls).items():
-        if name.startswith("__"):
-            continue
-        origin = next((k for k in cls.__mro__[1:] if name in vars(k) and k.__module__.split(".")[0] == package), None)
-        if origin is None:
-            continue
-        kind = METHOD if isinstance(value, METHOD_TYPES) else ATTRIBUTE
-        inherited = vars(variants.defining_class(cls, name, after=cls))[name]
-        if kind == ATTRIBUTE and value is inherited:
-            continue  # the inherited value itself, as transformers' __init_subclass__ writes `config_class`
-        found.append((name, f"{origin.__module__}.{origin.__qualname__}", kind))
+    for owner in (cls, *inherited_from(cls)):
+        for name, value in vars(owner).items():
+            if name.startswith("__") or variants.defining_class(cls, name) is not owner:
+                continue  # construction, or an abstract base's name that a nearer class defines again
+            after = cls.__mro__[cls.__mro__.index(owner) + 1 :]
+            origin = next((k for k in after if name in vars(k) and k.__module__.split(".")[0] == package), None)
+            if origin is None:
+                continue
+            kind = METHOD if isinstance(value, METHOD_TYPES) else ATTRIBUTE
+            inherited = vars(variants.base_of(cls, name))[name]
+            if kind == ATTRIBUTE and value is inherited:
+                continue  # the inherited value itself, as transformers' __init_subclass__ writes `config_class`
+            via = None if owner is cls else f"{owner.__module__}.{owner.__qualname__}"
+            found.append((name, f"{origin.__module__}.{origin.__qualname__}", kind, via))
     return found
+
+
+def inherited_from(cls: type) -> list[type]:
+    """The abstract bases of `cls`'s own library (inspect.isabstract: they cannot be built, so no probe runs them
+    alone) whose overrides `cls` inherits: none that a concrete class of the library between them already inherits,
+    since that class is audited with them."""
+    own = [k for k in cls.__mro__[1:] if variants.library(k) == variants.library(cls)]
+    concrete = [k for k in own if not inspect.isabstract(k)]
+    return [k for k in own if inspect.isabstract(k) and not any(k in c.__mro__ for c in concrete)]
 
 
 def classes_in(target: str, exclude: tuple[str, ...] = ()) -> tuple[list[type], list[str], list[tuple[str, str]]]:
@@ -169,22 +184,40 @@ def classes_in(target: str, exclude: tuple[str, ...] = ()) -> tuple[list[type], 
 
 def discover(target: str, methods: tuple[str, ...] = (), exclude: tuple[str, ...] = ()) -> Discovery:
     """What a module or package target stands for: every class defined there that subclasses a class of
-    transformers and overrides a method or class attribute of it (only the `methods` named, if any). Those of a
-    kind a probe family covers (models, trainers) are subjects; the others are listed, not audited."""
+    transformers and overrides a method or class attribute of it, itself or through an abstract base of its library
+    (only the `methods` named, if any). Those of a kind a probe family covers (models, trainers) are subjects; the
+    others are listed, not audited; so is an abstract base whose every override a concrete subclass found here
+    inherits, since that subclass is where the probes run it (`audited through …`)."""
     classes, excluded, skipped = classes_in(target, exclude)
+    found = {cls: discover_overrides(cls) for cls in classes}
     subjects, unaudited = [], []
-    for cls in classes:
-        names = [name for name, _, _ in discover_overrides(cls)]
-        if not names:
+    for cls, overrides in found.items():
+        if not overrides:
             continue
         name, kind = f"{cls.__module__}:{cls.__qualname__}", subject_kind(cls)
-        if methods and not set(methods) & set(vars(cls)):
+        through = covering(cls, overrides, found) if inspect.isabstract(cls) and kind in (MODEL, TRAINER) else []
+        if methods and not any(variants.owner(cls, m) for m in methods):
             unaudited.append((name, f"{kind}; defines none of {', '.join(methods)}"))
+        elif through:
+            unaudited.append((name, THROUGH + ", ".join(k.__qualname__ for k in through)))
         elif kind in (MODEL, TRAINER):
             subjects.append(name)
         else:
             unaudited.append((name, kind))
     return Discovery(target, tuple(subjects), tuple(unaudited), tuple(excluded), tuple(skipped))
+
+
+def covering(base: type, overrides: list[tuple[str, str, str, str | None]], found: dict[type, list]) -> list[type]:
+    """The concrete classes found that inherit an abstract base's overrides from it, where together they inherit
+    every one of them; none where some override of the base no concrete class found runs."""
+    through = {
+        cls: {name for name, *_ in names if variants.owner(cls, name) is variants.owner(base, name)}
+        for cls, names in found.items()
+        if cls is not base and issubclass(cls, base) and not inspect.isabstract(cls)
+    }
+    through = {cls: names for cls, names in through.items() if names}
+    covered = set().union(*through.values()) if through else set()
+    return list(through) if covered >= {name for name, *_ in overrides} else []
 
 
 def expand(ask: Ask, progress: Path) -> tuple[Discovery, list[Ask | SubjectResult]]:
@@ -194,7 +227,7 @@ def expand(ask: Ask, progress: Path) -> tuple[Discovery, list[Ask | SubjectResul
 
     def found() -> dict[str, Any]:
         discovery = discover(ask.target, ask.methods, ask.exclude)
-        named = {t: [m for m in ask.methods if m in vars(load_callable(t))] for t in discovery.subjects}
+        named = {t: [m for m in ask.methods if variants.owner(load_callable(t), m)] for t in discovery.subjects}
         return {"discovery": discovery.to_json(), "methods": named}
 
     run = forked(found, progress, ask.timeout, IMPORTING)
@@ -212,13 +245,13 @@ def expand(ask: Ask, progress: Path) -> tuple[Discovery, list[Ask | SubjectResul
 
 
 def misspelt(cls: type, methods: tuple[str, ...]) -> str | None:
-    """Every audited name the class does not define itself, each with the closest names it does define ("did you
-    mean"), in one message; None when it defines them all."""
+    """Every audited name that neither the class nor a class of its library it inherits from defines, each with the
+    closest names it does define ("did you mean"), in one message; None when it defines them all."""
     own = [name for name in vars(cls) if not name.startswith("__")]
     known = list(dict.fromkeys([*own, *(n for n in dir(cls) if not n.startswith("__"))]))
     bad = []
     for name in methods:
-        if name in vars(cls):
+        if variants.owner(cls, name) is not None:
             continue
         close = difflib.get_close_matches(name, own, n=2) or difflib.get_close_matches(name, known, n=2)
         inherited = "" if not hasattr(cls, name) else " (it inherits it: nothing to delete)"
@@ -290,8 +323,8 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
         reason = describe_exception(exc) + said(clash_of(exc, own=owners(ask.target)))
         return replace(failed, status=IMPORT_FAILED, reason=reason)
     discovered = discover_overrides(cls)
-    methods = methods or tuple(name for name, _, _ in discovered)  # none in the matrix file: every override
-    overrides = tuple(Override(name, origin, name in methods, kind) for name, origin, kind in discovered)
+    methods = methods or tuple(name for name, *_ in discovered)  # none in the matrix file: every override
+    overrides = tuple(Override(name, origin, name in methods, kind, via) for name, origin, kind, via in discovered)
     failed = replace(failed, methods=methods, overrides=overrides, kind=subject_kind(cls))
     why = misspelt(cls, methods)
     if why is not None:
@@ -632,7 +665,8 @@ def top_modules(distribution: str) -> list[str]:
 
 def discover_distribution(distribution: str, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
     """What `compat-matrix init` writes subjects from: the distribution's version, and per top-level module what
-    `discover` finds there, with every found class's overrides ((name, kind), as `discover_overrides` says)."""
+    `discover` finds there, with every found class's overrides ((name, kind, the library's class it inherits it from
+    or None), as `discover_overrides` says)."""
     import transformers  # noqa: F401  what subject_kind and the overrides are judged against
 
     found = []
@@ -647,7 +681,7 @@ def discover_distribution(distribution: str, timeout: float = DEFAULT_TIMEOUT) -
                     skipped = Discovery(module, skipped=((module, describe_exception(exc)),))
                     return {"discovery": skipped.to_json(), "overrides": {}, "clash": found and found.to_json()}
                 targets = [*discovery.subjects, *(t for t, _ in discovery.unaudited)]
-                overrides = {t: [[n, k] for n, _, k in discover_overrides(load_callable(t))] for t in targets}
+                overrides = {t: [[n, k, via] for n, _, k, via in discover_overrides(load_callable(t))] for t in targets}
                 return {"discovery": discovery.to_json(), "overrides": overrides}
 
             run = forked(look, Path(tmp, "progress"), timeout, IMPORTING)

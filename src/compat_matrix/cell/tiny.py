@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from compat_matrix.shared.results import short_paths
+
 MAX_PARAMETERS = 1_000_000
 MAX_SECONDS = 2.0  # CPU seconds of the build, so that other work on a shared machine does not count
 
@@ -516,5 +518,5 @@ def parameters(model: Any) -> int:
 
 
 def describe(exc: BaseException) -> str:
-    message = " ".join(str(exc).split())
+    message = " ".join(short_paths(str(exc)).split())
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

@@ -136,7 +136,7 @@ def run_user_tests(
 
 def _plain(cls: type, method: str) -> bool:
     """Whether the base implementation of `method` is a plain function, which a broken version can stand in for."""
-    base = variants.defining_class(cls, method, after=cls)  # None where the release orphaned it
+    base = variants.base_of(cls, method)  # None where the release orphaned it
     return base is not None and isinstance(vars(base).get(method), types.FunctionType)
 
 

@@ -1,5 +1,10 @@
 """Turning the subject class into a variant, in place, in the child that runs it: delete audited names, or put a
-broken version of one in its place (compat_matrix.shared.variants names the variants)."""
+broken version of one in its place (compat_matrix.shared.variants names the variants).
+
+An audited name is deleted where it is defined: on the subject class, or on the class of the subject's own library
+it inherits it from (an abstract base that cannot be built itself, `BaseTrainer`, audited through the concrete
+subclasses users build). Deleting it there is what deleting it from the library's source does.
+"""
 
 from __future__ import annotations
 
@@ -25,9 +30,12 @@ __all__ = [
     "Variant",
     "VariantError",
     "apply",
+    "base_of",
     "check",
     "defining_class",
+    "library",
     "names",
+    "owner",
 ]
 
 
@@ -38,10 +46,29 @@ def defining_class(cls: type, name: str, after: type | None = None) -> type | No
     return next((klass for klass in mro[start:] if name in vars(klass)), None)
 
 
+def library(cls: type) -> str:
+    """The top-level package a class belongs to: what `cls`'s own library is, for the classes in its MRO."""
+    return cls.__module__.split(".")[0]
+
+
+def owner(cls: type, name: str) -> type | None:
+    """The class an audited name of `cls` is deleted from: the nearest in its MRO that defines it, where that is
+    `cls` or a class of the same library; None where only classes of other libraries do (nothing of `cls`'s to
+    delete)."""
+    klass = defining_class(cls, name)
+    return klass if klass is not None and library(klass) == library(cls) else None
+
+
+def base_of(cls: type, name: str) -> type | None:
+    """The class that defines what runs for `name` once it is deleted from its owner: the nearest after the owner
+    in `cls`'s MRO; None where none does (the release orphaned it)."""
+    return defining_class(cls, name, after=owner(cls, name) or cls)
+
+
 def check(cls: type, methods: tuple[str, ...]) -> None:
-    """Raise VariantError unless every audited name is defined by `cls` itself."""
+    """Raise VariantError unless every audited name is defined by `cls` or a class of its library it inherits."""
     for name in methods:
-        if name not in vars(cls):
+        if owner(cls, name) is None:
             raise VariantError(f"{cls.__qualname__} does not define {name!r} itself; nothing to delete")
 
 
@@ -52,9 +79,10 @@ def apply(cls: type, variant: str, methods: tuple[str, ...]) -> type:
     chosen = Variant(variant)
     if chosen.broken:
         method, name = broken_parts(variant)
-        base = vars(defining_class(cls, method, after=cls))[method]
-        setattr(cls, method, mutants.for_method(method)[name](base))
+        base = vars(base_of(cls, method))[method]
+        setattr(owner(cls, method), method, mutants.for_method(method)[name](base))
         return cls
-    for name in chosen.deleted(methods):
-        delattr(cls, name)
+    owners = [(owner(cls, name), name) for name in chosen.deleted(methods)]  # before any is deleted
+    for klass, name in owners:
+        delattr(klass, name)
     return cls

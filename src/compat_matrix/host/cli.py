@@ -27,7 +27,8 @@ EXIT_UNMET = exits.UNMET
 EXIT_BAD_MATRIX = exits.BAD_INPUT
 EXIT_CELL_FAILED = exits.CELL_FAILED
 EXIT_UNEXPECTED = exits.UNEXPECTED
-SUMMARY_LIMIT = 1_000_000  # GitHub's step summary holds 1 MiB
+SUMMARY_LIMIT = 1_000_000  # GitHub's step summary holds 1 MiB: `report --summary` writes there
+COMMENT_LIMIT = 65_536  # characters in a GitHub comment (bytes are never fewer): what `summary` prints is posted
 BASELINE_HELP = "an earlier report, or a folder of them: add what changed; flipped verdicts or changed values exit 1"
 FAIL_ON_HELP = (
     "exit 1 when an override has one of these conclusions on any release: harmful, needed, orphaned, could-not-run, "
@@ -334,7 +335,12 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         ok="printed",
     )
     summary.add_argument("reports", nargs="+", type=Path, metavar="REPORT.md", help="markdown reports")
-    summary.add_argument("--limit", type=int, default=SUMMARY_LIMIT, help="bytes in all (default: 1,000,000)")
+    summary.add_argument(
+        "--limit",
+        type=int,
+        default=COMMENT_LIMIT,
+        help="bytes in all (default: 65,536, a pull-request comment's limit)",
+    )
 
     init = command(
         "init",
@@ -344,8 +350,9 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         "it allows and torch as this machine offers it, finds every class it defines that subclasses transformers\n"
         "and overrides something of it, and writes matrix/<package>.toml: the requirement, the declared range of\n"
         "transformers swept (its lowest allowed release and the newest of every minor), torch pinned, a subject per\n"
-        "class. Validates it and prints the command that runs it. The environment is kept in --envdir, and the\n"
-        "run's first cell uses it.",
+        "class. Validates it and prints the command that runs it. The environments it installs (for the newest\n"
+        "release the package allows, and for the other end of the axis) are kept in --envdir, and the run's cells\n"
+        "for those releases use them.",
         (exits.OK, exits.BAD_INPUT),
         ok="written",
     )

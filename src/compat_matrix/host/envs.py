@@ -51,6 +51,7 @@ from compat_matrix.shared.results import (
     CellResult,
     ResultFileError,
     read_cell_result,
+    short_paths,
     write_json_atomic,
     write_text_atomic,
 )
@@ -89,7 +90,7 @@ def installer_reason(output: str) -> str:
     says that two requirements conflict, the package and both constraints first."""
     lines = [line.strip().strip(_DECORATION).strip() for line in output.splitlines()]
     useful = [line for line in lines if line and not line.startswith(("Using ", "Resolved ", "Prepared "))]
-    text = " ".join(useful) or "installer failed without a message"
+    text = short_paths(" ".join(useful)) or "installer failed without a message"
     text = conflict(text) or text
     return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 1] + "…"
 

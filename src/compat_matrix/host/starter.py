@@ -31,7 +31,7 @@ from compat_matrix.host.cells import ENVIRONMENTS_IGNORED, Cell, cells, ignore_h
 from compat_matrix.host.exits import BadInput
 from compat_matrix.host.spec import DECLARED, Axis, MatrixError, MatrixSpec, Sweep, display_path, load
 from compat_matrix.shared.blame import Clash
-from compat_matrix.shared.results import Discovery
+from compat_matrix.shared.results import THROUGH, Discovery
 
 FLOOR = ">=4.57"  # what a package that declares no lower bound on transformers is swept from
 DISCOVER_TIMEOUT = 900.0  # seconds to import the package and look into it
@@ -198,7 +198,7 @@ class Found:
 
     versions: Mapping[str, str]
     discoveries: tuple[Discovery, ...]
-    overrides: Mapping[str, tuple[tuple[str, str], ...]]
+    overrides: Mapping[str, tuple[tuple[str, ...], ...]]  # (name, kind) or (name, kind, the abstract base's)
     clashes: Mapping[str, Clash] = field(default_factory=dict)  # per module that could not be imported, if one
     elsewhere: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # (release, (module, why)): the other end
 
@@ -570,7 +570,7 @@ def _discovered(start: Start, python: Path, home: Path) -> Found:
 
 
 def found_from(data: Mapping[str, Any]) -> Found:
-    overrides = {t: tuple((n, k) for n, k in pairs) for item in data["found"] for t, pairs in item["overrides"].items()}
+    overrides = {t: tuple(tuple(p) for p in pairs) for item in data["found"] for t, pairs in item["overrides"].items()}
     discoveries = tuple(Discovery.from_json(item["discovery"]) for item in data["found"])
     clashes = {
         item["discovery"]["target"]: Clash.from_json(item["clash"]) for item in data["found"] if item.get("clash")
@@ -619,10 +619,13 @@ def text(start: Start, found: Found, command: str) -> str:
     lines += ["", f"# Each class {meta.name} defines that subclasses transformers and overrides something of it"]
     lines += [f"# (found with {where}); methods left out: every override is audited."]
     for target in found.subjects:
-        said = ", ".join(f"{n}" + (" (attribute)" if k == "attribute" else "") for n, k in found.overrides[target])
-        lines += ["", "[[subjects]]", f"target = {_quoted(target)}", f"# overrides: {said}"]
-    unaudited = [(t, kind) for d in found.discoveries for t, kind in d.unaudited]
+        lines += ["", "[[subjects]]", f"target = {_quoted(target)}", *overrides_comment(found.overrides[target])]
+    unaudited = [(t, kind) for d in found.discoveries for t, kind in d.unaudited if not kind.startswith(THROUGH)]
+    abstract = [(t, kind) for d in found.discoveries for t, kind in d.unaudited if kind.startswith(THROUGH)]
     skipped = [(m, why) for d in found.discoveries for m, why in d.skipped]
+    if abstract:
+        lines += ["", "# Abstract bases, not audited alone: the classes above that inherit their overrides audit them"]
+        lines += [f"#   {t} (through {kind.removeprefix(THROUGH)})" for t, kind in abstract]
     if unaudited:
         lines += ["", "# Found, not audited (no probe family covers their kind):"]
         lines += [f"#   {t} ({kind})" for t, kind in unaudited]
@@ -637,6 +640,22 @@ def text(start: Start, found: Found, command: str) -> str:
         lines += ["", "# Clashes of two installed distributions (the package's own import fails inside one):"]
         lines += [f"#   {line}" for line in clashes]
     return "\n".join(lines) + "\n"
+
+
+def overrides_comment(overrides: Sequence[Sequence[str | None]]) -> list[str]:
+    """The comment under a subject: its own overrides, then those it inherits from each abstract base of its library
+    (deleted there in the base variant)."""
+
+    def said(names: Sequence[Sequence[str | None]]) -> str:
+        return ", ".join(f"{n}" + (" (attribute)" if k == "attribute" else "") for n, k, *_ in names)
+
+    own = [o for o in overrides if len(o) < 3 or not o[2]]
+    vias = dict.fromkeys(o[2] for o in overrides if len(o) > 2 and o[2])
+    lines = [f"# overrides: {said(own)}"] if own else []
+    for via in vias:
+        inherited = [o for o in overrides if len(o) > 2 and o[2] == via]
+        lines.append(f"# inherits from the abstract {via}, where the base variant deletes them: {said(inherited)}")
+    return lines
 
 
 def _why(module: str, why: str, found: Found, metadata: resolve.Metadata) -> str:

@@ -38,7 +38,7 @@ from compat_matrix.host.shipped import FAILS
 from compat_matrix.host.tests_seen import TestsSeen
 from compat_matrix.host.verdict import Verdict
 from compat_matrix.shared import evidence
-from compat_matrix.shared.results import Discovery, Observation, equal, one_line
+from compat_matrix.shared.results import THROUGH, Discovery, Observation, equal, one_line
 from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind, ObservationName, VerdictKind
 
 SHORT = 48  # characters of a value in a phrase
@@ -815,6 +815,15 @@ def found_line(target: str, found: Sequence[Discovery], style: Style = MARKDOWN)
         f"{style.strong(style.code(target))}: "
         + (f"{len(subjects)} classes found, {names(subjects)}" if subjects else "no class to audit found")
     ]
+    through = {t: kind.removeprefix(THROUGH) for t, kind in unaudited.items() if kind.startswith(THROUGH)}
+    unaudited = {t: kind for t, kind in unaudited.items() if t not in through}
+    if through:
+        said_.append(
+            "abstract, audited through the concrete classes that inherit their overrides: "
+            + ", ".join(
+                f"{style.code(t.rsplit(':', 1)[-1])} (through {names(c.split(', '))})" for t, c in through.items()
+            )
+        )
     if unaudited:
         said_.append(
             "not audited (no probe family covers their kind): "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +25,21 @@ TIMED_OUT = "timed-out"  # a probe call past the matrix's timeout, or a cell pas
 MESSAGE_LIMIT = 300  # characters of an exception or warning message kept in an observation
 
 
+# An absolute path (not the tail of a relative one) up to the folder of installed packages.
+_INSTALLED = re.compile(r"(?<![\w.~-])(?:[A-Za-z]:)?[/\\][^\s'\"()<>]*?[/\\](site-packages|dist-packages)[/\\]")
+
+
+def short_paths(text: str) -> str:
+    """`text` with every absolute path into an environment's installed packages cut to where it says something
+    (`/work/x/.nox/init-mylib-…/lib/python3.11/site-packages/huggingface_hub/__init__.py` →
+    `site-packages/huggingface_hub/__init__.py`): the same in every environment and every machine."""
+    return _INSTALLED.sub(lambda found: f"{found.group(1)}/", text)
+
+
 def one_line(text: str) -> str:
-    """The first non-empty line of `text`, cut to a length that fits in a table cell."""
-    line = next((s.strip() for s in str(text).splitlines() if s.strip()), "")
+    """The first non-empty line of `text`, environment paths shortened (short_paths), cut to a length that fits in a
+    table cell."""
+    line = next((s.strip() for s in short_paths(str(text)).splitlines() if s.strip()), "")
     return line if len(line) <= MESSAGE_LIMIT else line[: MESSAGE_LIMIT - 1] + "…"
 
 
@@ -142,19 +155,22 @@ METHOD, ATTRIBUTE = "method", "attribute"  # what an audited name is
 
 @dataclass(frozen=True)
 class Override:
-    """A name the subject defines itself that a class of transformers after it in the MRO also defines."""
+    """A name the subject defines itself (or inherits from an abstract base of its library, `via`) that a class of
+    transformers after it in the MRO also defines."""
 
     name: str
     overrides: str  # `module.Class` of that class
     audited: bool
     kind: str = METHOD  # METHOD (functions, classmethods, staticmethods, properties) or ATTRIBUTE
+    via: str | None = None  # `module.Class` of the library's abstract base that defines it; None: the subject
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "overrides": self.overrides, "audited": self.audited, "kind": self.kind}
+        data = {"name": self.name, "overrides": self.overrides, "audited": self.audited, "kind": self.kind}
+        return {**data, "via": self.via} if self.via else data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Override:
-        return cls(data["name"], data["overrides"], data["audited"], data.get("kind", METHOD))
+        return cls(data["name"], data["overrides"], data["audited"], data.get("kind", METHOD), data.get("via"))
 
 
 @dataclass(frozen=True)
@@ -230,6 +246,9 @@ class SubjectResult:
             group=data.get("group"),
             observations=tuple(Observation.from_json(o) for o in data["observations"]),
         )
+
+
+THROUGH = "abstract, audited through "  # + the concrete classes found: the kind of an abstract base not audited alone
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any
 from compat_matrix.cell import tracing
 from compat_matrix.cell.probes import ANY, MODEL, TRAINER, Build, Values, preparation, probe
 from compat_matrix.cell.probes.common import jsonable
-from compat_matrix.cell.variants import defining_class
+from compat_matrix.cell.variants import base_of
 from compat_matrix.shared.layout import KEPT, STAMP
 from compat_matrix.shared.results import write_json_atomic
 
@@ -41,9 +41,10 @@ def function_of(attribute: Any) -> Any:
 
 
 def base_function(cls: type, name: str) -> Any:
-    """The function that runs for `name` with the subject's own deleted: that of the nearest class after `cls` in its
-    MRO that defines it; None where none does (an orphaned override) or it is not a function."""
-    return function_of(vars(defining_class(cls, name, after=cls) or object).get(name))
+    """The function that runs for `name` with the subject's own deleted: that of the nearest class after the one it
+    is deleted from (the subject, or the library's class it inherits it from) in its MRO that defines it; None where
+    none does (an orphaned override) or it is not a function."""
+    return function_of(vars(base_of(cls, name) or object).get(name))
 
 
 def parameters(function: Any) -> dict[str, inspect.Parameter]:
@@ -224,11 +225,11 @@ ORPHANED_UNUSED = "nothing in transformers calls or reads it"
 
 
 def orphaned(cls: type, name: str) -> str | None:
-    """Why the installed release gives an audited name of `cls` nothing to override, or None: no class after `cls`
-    in its MRO defines it; or, for a private name (a hook only transformers itself uses: `_update_causal_mask`,
+    """Why the installed release gives an audited name of `cls` nothing to override, or None: no class after the one
+    it is deleted from defines it; or, for a private name (a hook only transformers itself uses: `_update_causal_mask`,
     `_checkpoint_conversion_mapping`), no file of transformers mentions `.name` or `"name"`, neither the shared
     code nor the modules of the subject's own base classes."""
-    if defining_class(cls, name, after=cls) is None:
+    if base_of(cls, name) is None:
         return ORPHANED_NO_BASE
     if not name.startswith("_") or name.startswith("__"):
         return None
