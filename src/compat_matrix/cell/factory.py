@@ -251,7 +251,3 @@ def load_callable(ref: str) -> Callable[..., Any]:
     for part in attribute.split("."):
         obj = getattr(obj, part)
     return obj
-
-
-def resolve_factory(ref: str | None) -> Factory:
-    return default_factory if ref is None else load_callable(ref)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from compat_matrix.cell import tiny, tracing, user_tests, variants
-from compat_matrix.cell.factory import Factory, default_factory, load_callable, resolve_factory
+from compat_matrix.cell.factory import Factory, default_factory, load_callable
 from compat_matrix.cell.forks import STOPPED, WATCHDOG_GRACE, Forked, die_with_parent, forked, forked_each
 from compat_matrix.cell.observe import BUILDS_ON, DEFAULT_TIMEOUT, ProbeTimeout, call_probe
 from compat_matrix.cell.probes import (
@@ -317,8 +317,6 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     failed = SubjectResult(target=ask.target, methods=methods, group=ask.group)
     try:
         cls = load_callable(ask.target)
-        factory = resolve_factory(ask.factory)
-        inputs = load_callable(ask.inputs) if ask.inputs else None
     except Exception as exc:  # where it failed inside another distribution beside a third, the two are named
         reason = describe_exception(exc) + said(clash_of(exc, own=owners(ask.target)))
         return replace(failed, status=IMPORT_FAILED, reason=reason)
@@ -329,6 +327,13 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     why = misspelt(cls, methods)
     if why is not None:
         return replace(failed, status="bad-subject", reason=why)
+    loaded: dict[str, Any] = {}
+    for key, ref in (("factory", ask.factory), ("inputs", ask.inputs)):  # after the class: every row says why
+        try:
+            loaded[key] = load_callable(ref) if ref else None
+        except Exception as exc:
+            return replace(failed, status=IMPORT_FAILED, reason=unloadable(key, ref, exc))
+    factory, inputs = loaded["factory"] or default_factory, loaded["inputs"]
     why, parameters = (
         unbuildable(cls, factory, methods, timeout, progress) if failed.kind in (MODEL, TRAINER) else (None, None)
     )
@@ -387,6 +392,15 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
         return done
     tests, ran = user_tests.run_user_tests(cls, methods, list(ask.tests), ask.rootdir, timeout, progress, ask.mutants)
     return replace(done, tests=tests, mutants=ran)
+
+
+def unloadable(key: str, ref: str, exc: BaseException) -> str:
+    """Why the subject's factory (or inputs callable) cannot be loaded, naming it, and where a module of your own goes
+    when Python cannot find it."""
+    top = ref.partition(":")[0].split(".")[0]
+    missing = isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == top
+    where = f" (a module of your own goes beside the matrix file: {top}.py)" if missing else ""
+    return f"could not import the {key} {ref}: {describe_exception(exc)}{where}"
 
 
 IMPORT_FAILED = "import-failed"  # a subject's class, or a transformers module the probes need, cannot be imported
@@ -575,6 +589,8 @@ def run(request: dict[str, Any]) -> CellResult:
 
     phases.done("import torch and transformers")
     timeout, rootdir = request.get("timeout", DEFAULT_TIMEOUT), request.get("rootdir", ".")
+    if rootdir not in sys.path:  # a factory module beside the matrix file imports; what the cell installs comes first
+        sys.path.append(rootdir)
     asks = [
         Ask(
             s["target"],

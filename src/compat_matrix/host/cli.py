@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from compat_matrix import __version__
-from compat_matrix.host import bisection, exits, plan, render, resolve
+from compat_matrix.host import bisection, exits, factories, plan, render, resolve
 from compat_matrix.host.baseline import compare, failing, load_report
 from compat_matrix.host.exits import BadInput, Outcome
 from compat_matrix.host.spec import display_path, matrix_files
@@ -173,7 +173,7 @@ def cmd_validate(args: argparse.Namespace) -> Outcome:
     if loaded.problems:
         raise BadInput(loaded.problems)
     checked = resolve.validate(loaded.specs, os.environ, args.offline)
-    for warning in checked.warnings:
+    for warning in [*checked.warnings, *(w for spec in loaded.specs for w in factories.unplaced(spec))]:
         print(f"warning: {warning}", file=sys.stderr)
     if checked.lines:
         print("\n".join(checked.lines))

@@ -31,6 +31,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from compat_matrix.host import factories
 from compat_matrix.host.cells import (
     CELLS_DIR,
     LOCK,
@@ -297,10 +298,14 @@ def read_stamp(environment: Path) -> Stamp | None:
 
 
 def inputs_key(spec: MatrixSpec) -> str:
-    """The contents of the matrix's own probe modules and of the tests its subjects name: an edit to them makes
-    earlier results stale (for `--cached`), as an edit to compat-matrix's probes does."""
+    """The contents of the matrix's own probe modules, of the tests its subjects name and of the factory modules
+    beside the file: an edit to them makes earlier results stale (for `--cached`), as an edit to compat-matrix's
+    probes does."""
     paths = [Path(ref) for ref in spec.probes if ref.endswith(".py")]
     paths += [Path(test.partition("::")[0]) for subject in spec.subjects for test in subject.tests]
+    refs = [ref for subject in spec.subjects for ref in (subject.factory, subject.inputs) if ref]
+    found = [path for ref in refs if (path := factories.beside(spec.path.parent, ref)) is not None]
+    paths += [path.parent if path.name == "__init__.py" else path for path in found]  # a package: all of it
     keys = [tree_key(p) if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in paths if p.exists()]
     return fingerprint(*keys)
 

@@ -28,6 +28,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from compat_matrix.host import factories
 from compat_matrix.host.exits import BadInput
 from compat_matrix.shared.vocabulary import EXPECTABLE
 
@@ -715,6 +716,10 @@ def _declared_from(axes: tuple[Axis, ...], requirements: tuple[str, ...] | None,
 def _factory(value: Any, at: Context) -> str | None:
     if not isinstance(value, str) or not _TARGET.fullmatch(value):
         at.problem(value, "as 'module:callable'")
+        return None
+    why = factories.missing(at.path.parent, value)  # a module beside the file: the cells import it from there
+    if why is not None:
+        at.problem(value, why)
         return None
     return value
 

@@ -485,6 +485,7 @@ MEANINGS = {
 CAUTIONS = 3  # harmful overrides a caution line names; the grid shows the rest
 ERROR_SHOWN = 200  # characters of an error in the caution line
 UNBUILT = "could-not-build: "  # a subject's status and reason, as a conclusion's why (compat_matrix.cell.runner)
+INSTALL_FAILED = "install-failed: "  # a cell's
 
 
 def _class(target: str) -> str:
@@ -585,6 +586,17 @@ def legend(kinds: Sequence[ConclusionKind]) -> str:
     return " · ".join(f"{kind.symbol} {kind}: {MEANINGS[kind]}" for kind in kinds)
 
 
+def stopped(whys: Sequence[str]) -> str | None:
+    """Of why a subject could not run on each release (`status: reason`), the one to say first: a class that could
+    not be built, then one that could not be imported or crashed, then a cell that could not be installed; a reason
+    that says what failed (`could not build X: …`, `could not import the factory …`) without its status."""
+    ranked = sorted(whys, key=lambda why: (not why.startswith(UNBUILT), why.startswith(INSTALL_FAILED)))
+    if not ranked:
+        return None
+    _, _, said = ranked[0].partition(": ")
+    return said if said.startswith("could not ") else ranked[0]
+
+
 def reason(override: Override, order: Sequence[str], style: Style = MARKDOWN) -> str:
     """The advice's reason in a few words, for the grid (and, plain, the JSON)."""
     advice = override.advice
@@ -593,8 +605,8 @@ def reason(override: Override, order: Sequence[str], style: Style = MARKDOWN) ->
         return versions_text(advice.on(kind), order, axis=False)
 
     if advice.nothing_ran:
-        unbuilt = [c.why.partition(": ")[2] for _, c in override.by_release if (c.why or "").startswith(UNBUILT)]
-        return style.text(unbuilt[0][:ERROR_SHOWN]) if unbuilt else "nothing ran"
+        why = stopped([c.why for _, c in override.by_release if c.why])
+        return style.text(why[:ERROR_SHOWN]) if why else "nothing ran"
     if advice.kind == AdviceKind.DELETE:
         _, _, error = _failing(override, HARMFUL)
         if not advice.on(HARMFUL):
