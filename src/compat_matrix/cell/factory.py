@@ -64,9 +64,10 @@ def tiny_dataset() -> list[dict[str, Any]]:
     return [{"input_ids": ids, "labels": ids} for ids in torch.randint(1, 60, (4, 8), generator=generator)]
 
 
-def tiny_trainer(cls: type) -> Any:
-    """A `Trainer` subclass with a tiny causal LM, a tiny dataset for training and evaluation, and arguments for
-    two logged steps on the CPU that save nothing, writing into a temporary folder of its own."""
+def tiny_trainer(cls: type, rows: list[dict[str, Any]] | None = None) -> Any:
+    """A `Trainer` subclass with a tiny causal LM, a tiny dataset for training and evaluation (`rows`, default
+    `tiny_dataset()`), and arguments for two logged steps on the CPU that save nothing, writing into a temporary
+    folder of its own. A factory of your own may call it with rows of the data the trainer is written for."""
     import tempfile
 
     from transformers import TrainingArguments
@@ -85,7 +86,7 @@ def tiny_trainer(cls: type) -> Any:
         seed=SEED,
         **QUIET_TRAINING,
     )
-    data = tiny_dataset()
+    data = tiny_dataset() if rows is None else rows
     taken = inspect.signature(cls).parameters
     given = {"model": trained_model(cls), "args": args, "train_dataset": data, "eval_dataset": data}
     if not any(p.kind == inspect.Parameter.VAR_KEYWORD for p in taken.values()):
@@ -124,12 +125,13 @@ def tiny_tokenizer() -> Any:
 
 
 def _as_dataset(rows: list[dict[str, Any]]) -> Any:
-    """The rows as a `datasets.Dataset` (lists of ids), or None where `datasets` is not installed."""
+    """The rows as a `datasets.Dataset` (tensors as lists of ids, text as is), or None where `datasets` is not
+    installed."""
     try:
         from datasets import Dataset
     except ImportError:
         return None
-    return Dataset.from_list([{k: v.tolist() for k, v in row.items()} for row in rows])
+    return Dataset.from_list([{k: getattr(v, "tolist", lambda v=v: v)() for k, v in row.items()} for row in rows])
 
 
 def hinted(cls: type, parameter: str, base: type) -> type | None:
@@ -212,9 +214,9 @@ def default_factory(cls: type) -> Any:
         try:
             return tiny_trainer(cls)
         except tiny.CouldNotBuild as exc:  # the model it trains
-            raise tiny.CouldNotBuild(cls, f"its model {exc.name}: {exc.why}") from exc
+            raise tiny.CouldNotBuild(cls, f"its model {exc.name}: {exc.why}", exc.remedy) from exc
         except Exception as exc:  # a trainer that wants more than a model, arguments and a list of rows
-            raise tiny.CouldNotBuild(cls, tiny.describe(exc)) from exc
+            raise tiny.unbuilt(cls, exc) from exc
     config_class = getattr(cls, "config_class", None)
     if isinstance(config_class, type) and issubclass(config_class, LlamaConfig):
         return tiny_causal_lm(cls)
@@ -228,7 +230,7 @@ def default_factory(cls: type) -> Any:
         torch.manual_seed(SEED)  # the wrapper's own layers start from the same weights in both variants
         return cls(config, model=model)
     except Exception as exc:
-        raise tiny.CouldNotBuild(cls, tiny.describe(exc)) from exc
+        raise tiny.unbuilt(cls, exc) from exc
 
 
 def builds_own(cls: type) -> bool:

@@ -34,7 +34,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from compat_matrix.cell import tiny, tracing, user_tests, variants
+from compat_matrix.cell import tiny, tracing, trial, user_tests, variants
 from compat_matrix.cell.factory import Factory, default_factory, load_callable
 from compat_matrix.cell.forks import STOPPED, WATCHDOG_GRACE, Forked, die_with_parent, forked, forked_each
 from compat_matrix.cell.observe import BUILDS_ON, DEFAULT_TIMEOUT, ProbeTimeout, call_probe
@@ -680,9 +680,10 @@ def top_modules(distribution: str) -> list[str]:
 
 
 def discover_distribution(distribution: str, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
-    """What `compat-matrix init` writes subjects from: the distribution's version, and per top-level module what
-    `discover` finds there, with every found class's overrides ((name, kind, the library's class it inherits it from
-    or None), as `discover_overrides` says)."""
+    """What `compat-matrix init` writes subjects from: the distribution's version, what the default factory could not
+    build of the classes found (compat_matrix.cell.trial), and per top-level module what `discover` finds there,
+    with every found class's overrides ((name, kind, the library's class it inherits it from or None), as
+    `discover_overrides` says)."""
     import transformers  # noqa: F401  what subject_kind and the overrides are judged against
 
     found = []
@@ -707,7 +708,13 @@ def discover_distribution(distribution: str, timeout: float = DEFAULT_TIMEOUT) -
                 reason = (run.reason or run.status).removeprefix(f"{IMPORTING}: ")
                 found.append({"discovery": Discovery(module, skipped=((module, reason),)).to_json(), "overrides": {}})
     versions = installed_versions([distribution, "transformers", "torch"])
-    return {"distribution": distribution, "versions": versions, "found": found}
+    targets = [t for item in found for t in item["discovery"]["subjects"]]
+    prewarm(PREWARM)  # here, with the classes, once: every build's child starts with them imported
+    for target in targets:
+        with contextlib.suppress(Exception):  # it imported in its module's child: this one says nothing new
+            load_callable(target)
+    unbuilt = [u.to_json() for u in trial.unbuilt(targets)]
+    return {"distribution": distribution, "versions": versions, "found": found, "unbuilt": unbuilt}
 
 
 def main(argv: list[str]) -> int:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from compat_matrix.cell import needs
 from compat_matrix.shared.results import short_paths
 
 MAX_PARAMETERS = 1_000_000
@@ -95,16 +96,26 @@ Values = dict[str, Any]
 Kinds = Mapping[str, tuple[str, str | None]]  # key → (the name its kind was found by, the kind)
 
 
+WRITE_A_FACTORY = "write a factory (see README)"
+
+
 class CouldNotBuild(Exception):
     """A class that `build` could not make tiny, and why; the remedy is a factory of its own."""
 
-    def __init__(self, cls: type | str, why: str) -> None:
+    def __init__(self, cls: type | str, why: str, remedy: str = WRITE_A_FACTORY) -> None:
         self.name = cls if isinstance(cls, str) else cls.__name__
         self.why = why
-        super().__init__(f"could not build {self.name}: {why}; write a factory (see README)")
+        self.remedy = remedy
+        super().__init__(f"could not build {self.name}: {why}; {remedy}")
 
-    def __reduce__(self) -> tuple[type, tuple[str, str]]:  # it crosses forked children whole
-        return type(self), (self.name, self.why)
+    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:  # it crosses forked children whole
+        return type(self), (self.name, self.why, self.remedy)
+
+
+def unbuilt(cls: type, exc: BaseException, why: str | None = None) -> CouldNotBuild:
+    """Why `cls` could not be built from `exc`, with its remedy: the module to install where one is missing here
+    (compat_matrix.cell.needs), else a factory."""
+    return CouldNotBuild(cls, why or describe(exc), needs.remedy(cls, exc) or WRITE_A_FACTORY)
 
 
 def kind_of(name: str) -> str | None:
@@ -478,7 +489,7 @@ def build(cls: type) -> Any:
         torch.manual_seed(SEED)
         model = cls(config)
     except Exception as exc:
-        raise CouldNotBuild(cls, describe(exc)) from exc
+        raise unbuilt(cls, exc) from exc
     seconds = time.process_time() - start
     if (count := parameters(model)) > MAX_PARAMETERS:
         raise CouldNotBuild(cls, _too_many(count))

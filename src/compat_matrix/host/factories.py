@@ -4,6 +4,7 @@
     beside(folder, ref)      the file of the module `ref` names, where it is beside the matrix file
     missing(folder, ref)     why `ref` cannot be what the file names there (validate), or None
     unplaced(spec)           the factories neither beside the file nor of a requirement's package (warnings)
+    template(…, unbuilt)     the starter `init --factory-template` writes: one function per class not built
 
 Host side: the module is read, never imported (it imports torch and the library).
 """
@@ -11,11 +12,16 @@ Host side: the module is read, never imported (it imports torch and the library)
 from __future__ import annotations
 
 import ast
+import re
+import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+
+from compat_matrix.shared.results import Unbuilt
 
 if TYPE_CHECKING:
     from compat_matrix.host.spec import MatrixSpec
@@ -85,3 +91,87 @@ def unplaced(spec: MatrixSpec) -> list[str]:
                 f"requirement named {top}; a module of your own goes beside the matrix file"
             )
     return out
+
+
+def module_name(matrix: str) -> str:
+    """The module `init --factory-template` writes beside the matrix file: `<matrix name>_factories`."""
+    return re.sub(r"\W", "_", matrix) + "_factories"
+
+
+def function_name(target: str) -> str:
+    """A factory's name for a class: `CrossEncoderTrainer` → `cross_encoder_trainer`."""
+    name = target.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+def template(package: str, found_with: str, unbuilt: Sequence[Unbuilt]) -> str:
+    """A starter factory module: one function per class the default factory could not build, each with why as a
+    comment and, for a trainer, rows that hold the dataset columns it asked for. Each builds as the default factory
+    does until you give it what the class is written for (compat_matrix.build holds the pieces)."""
+    lines = [
+        f'"""Factories for the classes of {package} that compat-matrix could not build on its own ({found_with}),',
+        "written by `compat-matrix init --factory-template`: fill each in, then name it in the matrix file beside this",
+        '(`factory = "<this module>:<function>"` under the class\'s [[subjects]]). Each receives the class to build',
+        "(the variant under test: build that class, not the shipped one) and returns a small instance, the same",
+        'weights every time. Nothing may be downloaded from a model hub."""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "import torch",
+        "",
+        "from compat_matrix.build import SEED, tiny_dataset, tiny_trainer",
+    ]
+    for item in unbuilt:
+        lines += ["", "", *_function(item)]
+    return "\n".join(lines) + "\n"
+
+
+def _function(item: Unbuilt) -> list[str]:
+    name = item.target.rsplit(":", 1)[-1]
+    why = _said(item.reason).removeprefix(f"could not build {name}: ").removesuffix("; write a factory (see README)")
+    lines = [
+        f"def {function_name(item.target)}(cls):",
+        *_docstring(f"{name}: the default factory could not build it: {why}"),
+    ]
+    if item.needs:
+        lines += _comment(f"It needs {item.needs}, which was not installed: add it to extra_requirements first.")
+    if item.kind == "trainer":
+        if item.columns:
+            after = f"; with them: {_said(item.then)}" if item.then else "; with them it builds"
+            asked = ", ".join(item.columns)
+            lines += _comment(f"Its dataset needs the columns it asked for, one by one: {asked}{after}")
+        columns = ", ".join(f'"{c}": "t{3 + 2 * i} t{4 + 2 * i} t{5 + 2 * i}"' for i, c in enumerate(item.columns))
+        lines += [
+            "    # Rows of the data it is written for (the tiny tokenizer knows the words t3 … t63):",
+            f"    rows = [{{**row, {columns}}} for row in tiny_dataset()]" if columns else "    rows = tiny_dataset()",
+            "    return tiny_trainer(cls, rows)  # a tiny causal LM, arguments for two steps on the CPU, a tokenizer",
+        ]
+    else:
+        lines += [
+            "    config = cls.config_class()  # the smallest sizes it builds with: hidden sizes 32, 2 layers, 2 heads",
+            "    torch.manual_seed(SEED)  # every variant starts from the same weights",
+            "    return cls(config)",
+        ]
+    return lines
+
+
+WIDTH = 116  # of a line of the module written
+
+
+def _docstring(text: str) -> list[str]:
+    wrapped = textwrap.wrap(text, WIDTH - 7)
+    if len(wrapped) == 1:
+        return [f'    """{wrapped[0]}"""']
+    return [f'    """{wrapped[0]}', *(f"    {line}" for line in wrapped[1:]), '    """']
+
+
+def _comment(text: str) -> list[str]:
+    return [f"    # {line}" for line in textwrap.wrap(text, WIDTH - 6)]
+
+
+TRIPLE = '"' * 3
+
+
+def _said(text: str | None) -> str:
+    """An error for a docstring or comment: one line, with no quotes that end the docstring and no escapes."""
+    return " ".join(str(text).split()).replace(TRIPLE, "'''").replace("\\", "/")

@@ -248,6 +248,35 @@ class SubjectResult:
         )
 
 
+@dataclass(frozen=True)
+class Unbuilt:
+    """A class found that the default factory could not build (what `compat-matrix init` tries on each): why, the
+    module missing here that the build needed (None: nothing is), and for a trainer the dataset columns it asked
+    for, given one by one (KeyError: 'chosen', then 'rejected'), with what failed once it had them (None: it built)."""
+
+    target: str  # "module:Class"
+    reason: str  # `could not build <Class>: …; <remedy>`
+    needs: str | None = None  # a top-level module that is not installed
+    columns: tuple[str, ...] = ()
+    then: str | None = None
+    kind: str | None = None  # what the probes take it for: "model", "trainer"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "reason": self.reason,
+            "needs": self.needs,
+            "columns": list(self.columns),
+            "then": self.then,
+            "kind": self.kind,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Unbuilt:
+        columns = tuple(data.get("columns", ()))
+        return cls(data["target"], data["reason"], data.get("needs"), columns, data.get("then"), data.get("kind"))
+
+
 THROUGH = "abstract, audited through "  # + the concrete classes found: the kind of an abstract base not audited alone
 
 
