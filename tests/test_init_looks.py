@@ -75,7 +75,7 @@ def test_the_other_ends_clash_is_kept_only_for_what_failed_there_alone():
     missing = "AttributeError: module 'pyarrow' has no attribute 'PyExtensionType'"
     there = found(("lib_train", missing), ("lib_data", missing))
     there = replace(there, clashes={"lib_train": clash_there, "lib_data": clash_there})
-    merged = starter.also(here, there, "transformers 4.57.6", "")
+    merged = starter.also(here, there, "transformers 4.57.6")
     assert merged.clashes == {"lib_data": clash_there}  # lib_train fails here for a reason of its own
 
 
@@ -163,16 +163,9 @@ def test_what_the_other_end_could_not_import_is_said_and_what_only_it_found_is_k
         (Discovery("lib", ("lib.a:A", "lib.b:B"), skipped=(("lib.c", "ImportError: cannot import name 'X'"),)),),
         {"lib.a:A": (("forward", "method"),), "lib.b:B": (("tie_weights", "method"),)},
     )
-    both = starter.also(here, there, "transformers 4.57.6", "")
+    both = starter.also(here, there, "transformers 4.57.6")
     assert both.subjects == ["lib.a:A", "lib.b:B"]
     assert both.elsewhere == (("transformers 4.57.6", (("lib.c", "ImportError: cannot import name 'X'"),)),)
-    failed = starter.also(here, None, "transformers 4.57.6", "with transformers==4.57.6: pins conflict")
-    assert failed.elsewhere == (
-        ("transformers 4.57.6", ((starter.NOT_INSTALLED, "with transformers==4.57.6: pins conflict"),)),
-    )
-    said = starter._why(starter.NOT_INSTALLED, "with transformers==4.57.6: pins conflict", failed, OLMO)
-    assert said == "ai2-olmo could not be installed with transformers==4.57.6: pins conflict"
-    assert failed.subjects == ["lib.a:A"]
 
 
 def test_the_starter_file_says_why_init_added_a_requirement_and_what_the_other_end_could_not_import(tmp_path):

@@ -136,7 +136,13 @@ def cmd_init(args: argparse.Namespace) -> Outcome:
     from compat_matrix.host import starter
 
     asked = starter.Asked(
-        args.package, args.source, tuple(args.transformers), tuple(args.extra), args.output, args.force
+        args.package,
+        args.source,
+        tuple(args.transformers),
+        tuple(args.extra),
+        args.output,
+        args.force,
+        args.factory_template,
     )
     envdir = (args.envdir or Path.cwd() / ".nox").resolve()
     written = starter.init(asked, envdir, os.environ, log=lambda line: print(line, file=sys.stderr))
@@ -373,6 +379,12 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     )
     init.add_argument("--output", type=Path, metavar="FILE", help="where to write it (default: matrix/PACKAGE.toml)")
     init.add_argument("--force", action="store_true", help="write over an existing file")
+    init.add_argument(
+        "--factory-template",
+        action="store_true",
+        help="also write <matrix>_factories.py beside the file: a factory to fill in for each class the default "
+        "factory could not build (its error, the dataset columns a trainer asked for)",
+    )
     init.add_argument("--envdir", type=Path, metavar="DIR", help="where the environments are kept (default: ./.nox)")
 
     validate = command(

@@ -107,7 +107,7 @@ def function_name(target: str) -> str:
 def template(package: str, found_with: str, unbuilt: Sequence[Unbuilt]) -> str:
     """A starter factory module: one function per class the default factory could not build, each with why as a
     comment and, for a trainer, rows that hold the dataset columns it asked for. Each builds as the default factory
-    does until you give it what the class is written for (compat_matrix.build holds the pieces)."""
+    does until you give it what the class is written for (compat_matrix.cell.factory holds the pieces)."""
     lines = [
         f'"""Factories for the classes of {package} that compat-matrix could not build on its own ({found_with}),',
         "written by `compat-matrix init --factory-template`: fill each in, then name it in the matrix file beside this",
@@ -119,7 +119,7 @@ def template(package: str, found_with: str, unbuilt: Sequence[Unbuilt]) -> str:
         "",
         "import torch",
         "",
-        "from compat_matrix.build import SEED, tiny_dataset, tiny_trainer",
+        "from compat_matrix.cell.factory import SEED, tiny_dataset, tiny_trainer",
     ]
     for item in unbuilt:
         lines += ["", "", *_function(item)]

@@ -26,12 +26,12 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from compat_matrix import __version__
-from compat_matrix.host import envs, resolve
+from compat_matrix.host import envs, factories, resolve
 from compat_matrix.host.cells import ENVIRONMENTS_IGNORED, Cell, cells, ignore_housekeeping, reports_folder
 from compat_matrix.host.exits import BadInput
 from compat_matrix.host.spec import DECLARED, Axis, MatrixError, MatrixSpec, Sweep, display_path, load
 from compat_matrix.shared.blame import Clash
-from compat_matrix.shared.results import THROUGH, Discovery
+from compat_matrix.shared.results import THROUGH, Discovery, Unbuilt
 
 FLOOR = ">=4.57"  # what a package that declares no lower bound on transformers is swept from
 DISCOVER_TIMEOUT = 900.0  # seconds to import the package and look into it
@@ -47,6 +47,7 @@ class Asked:
     extra: tuple[str, ...] = ()  # --extra: what the package imports without declaring it
     output: Path | None = None  # default matrix/<name>.toml below the working directory
     force: bool = False
+    factory_template: bool = False  # --factory-template: also a starter factory module beside the file
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,8 @@ class Start:
     declared: str | None  # what the package declares for transformers; None: nothing
     comments: Mapping[str, str] = field(default_factory=dict)  # per key of the file, why it says what it says
     added: tuple[tuple[str, str], ...] = ()  # (extra requirement, why): what init added to what was asked
+    left_out: tuple[tuple[str, str, str], ...] = ()  # (transformers value, release, why): cannot be installed
+    excluded: tuple[str, ...] = ()  # releases a sweep stands for that cannot be installed: [[exclude]] tables
 
 
 def plan_start(asked: Asked, environ: Mapping[str, str] = os.environ, read: Callable | None = None) -> Start:
@@ -75,8 +78,9 @@ def plan_start(asked: Asked, environ: Mapping[str, str] = os.environ, read: Call
         raise BadInput([f"{asked.package!r}: not a package name or requirement ({exc})"]) from None
     name = canonicalize_name(wanted.name)
     output = (asked.output or Path.cwd() / "matrix" / f"{name}.toml").resolve()
-    if output.exists() and not asked.force:
-        raise BadInput([f"{display_path(output)}: exists already (--force writes over it)"])
+    for path in (output, *([template_path(output)] if asked.factory_template else [])):
+        if path.exists() and not asked.force:
+            raise BadInput([f"{display_path(path)}: exists already (--force writes over it)"])
     releases_of = resolve.lookup(environ)
     if asked.source is not None:
         source = asked.source.expanduser().resolve()
@@ -100,12 +104,18 @@ def plan_start(asked: Asked, environ: Mapping[str, str] = os.environ, read: Call
     who = f"{metadata.name} {metadata.version or ''}".strip()
     comments = {"torch": torch_why}
     if asked.transformers:
+        lowest = lowest_allowed(declared, releases_of) if ENDS in asked.transformers else None
         values: tuple[str | Sweep, ...] = tuple(
-            Sweep("minor", DECLARED) if v == DECLARED else v for v in asked.transformers
+            dict.fromkeys(
+                w
+                for v in asked.transformers
+                for w in ((Sweep("minor", DECLARED),) if v == DECLARED else (lowest, LATEST) if v == ENDS else (v,))
+            )
         )
         said = f"declares transformers{declared}" if declared else "declares no version range for transformers"
-        comments["transformers"] = (
-            f"{who} {said if declared is not None else 'does not declare transformers'}; tested as asked"
+        how = f"; tested as asked ({ENDS}: its lowest allowed release, {lowest}, and the newest)" if lowest else ""
+        comments["transformers"] = f"{who} {said if declared is not None else 'does not declare transformers'}" + (
+            how or "; tested as asked"
         )
         if DECLARED in asked.transformers and declared is None:
             raise BadInput([f"--transformers declared: {who} declares nothing for transformers"])
@@ -135,6 +145,24 @@ def plan_start(asked: Asked, environ: Mapping[str, str] = os.environ, read: Call
     ordered = sorted(cells(spec), key=lambda c: (allowed.contains(_newest(c, releases_of)), _newest(c, releases_of)))
     looks = tuple((c, resolve.pins(c, releases_of)) for c in reversed(ordered))
     return Start(asked, output, written, metadata, spec, axes, looks, declared, comments)
+
+
+ENDS = "ends"  # --transformers ends: the lowest release the package allows, and the newest
+LATEST = "latest"
+
+
+def lowest_allowed(declared: str | None, releases_of: Callable[[str], Sequence[Version]]) -> str:
+    """The lowest transformers release (no pre-release) that the package's declared range allows, from FLOOR where
+    it declares no lower bound. BadInput where none does."""
+    bounded = declared and any(s.operator in (">", ">=", "==", "~=", "===") for s in SpecifierSet(declared))
+    allowed = SpecifierSet(declared if bounded else f"{FLOOR},{declared or ''}".rstrip(","))
+    try:
+        found = list(allowed.filter(releases_of("transformers")))
+    except resolve.ResolveError as exc:
+        raise BadInput([f"--transformers {ENDS}: cannot list the releases of transformers: {exc}"]) from None
+    if not found:
+        raise BadInput([f"--transformers {ENDS}: no transformers release allows transformers{allowed}"])
+    return str(min(found))
 
 
 def _relative(path: Path, folder: Path) -> str:
@@ -201,6 +229,8 @@ class Found:
     overrides: Mapping[str, tuple[tuple[str, ...], ...]]  # (name, kind) or (name, kind, the abstract base's)
     clashes: Mapping[str, Clash] = field(default_factory=dict)  # per module that could not be imported, if one
     elsewhere: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # (release, (module, why)): the other end
+    unbuilt: tuple[Unbuilt, ...] = ()  # the classes found that the default factory could not build, and why
+    uninstallable: tuple[tuple[str, str, str], ...] = ()  # (transformers value, release, why) of cells tried
 
     @property
     def subjects(self) -> list[str]:
@@ -262,19 +292,24 @@ def _look(
     start: Start, envdir: Path, reports: Path, log: Callable[[str], None], environ: Mapping[str, str]
 ) -> tuple[Start, Found]:
     tried: list[str] = []
+    failed: list[tuple[str, str, str]] = []  # cells that could not be installed: left out of the file
     installed = False
     for index, (cell, pins) in enumerate(start.cells):
         start, found, why = _look_into(start, cell, pins, envdir, reports, log, environ)
         if found is None:
             tried.append(why or "")
+            failed.append((cell.requested.get("transformers", ""), _label((cell, pins)), why or ""))
             continue
         installed = True
         if found.subjects:
             other = other_end(start.cells, index)
             if other is None:
-                return start, found
+                return start, replace(found, uninstallable=tuple(failed))
             start, there, why = _look_into(start, *other, envdir, reports, log, environ)
-            return start, also(found, there, _label(other), why or start.metadata.name)
+            if there is None:
+                failed.append((other[0].requested.get("transformers", ""), _label(other), why or ""))
+                return start, replace(found, uninstallable=tuple(failed))
+            return start, replace(also(found, there, _label(other)), uninstallable=tuple(failed))
         tried.append(f"with {_shown(cell, pins)}: {_nothing(found, start)}")
     if not installed:
         raise BadInput([f"{start.requirement}: cannot be installed: {'; '.join(tried)}"])
@@ -324,6 +359,9 @@ def _look_into(
         found = _discovered(start, python, home)
         missing = [
             (d, w) for d, w in undeclared(found, start.metadata, start.spec.installs) if _on_index(d, releases_of)
+        ]
+        missing += [
+            (d, w) for d, w in build_needs(found, start.metadata, start.spec.installs) if _on_index(d, releases_of)
         ]
         missing += fixes(found, start, lambda package: resolve.cached_uploads(package, environ))
         if not missing or len(start.added) >= MAX_ADDED:
@@ -417,6 +455,25 @@ def undeclared(found: Found, metadata: resolve.Metadata, installs: Sequence[str]
     return list(out.items())
 
 
+def build_needs(found: Found, metadata: resolve.Metadata, installs: Sequence[str]) -> list[tuple[str, str]]:
+    """(distribution, why) for each module that a class found could not be built without (cell.needs: a NameError
+    for what the library imports from it only when it is installed, an ImportError, a message naming an extra's
+    requirement) and that the matrix does not install: what an extra of the package provides."""
+    asked = envs.asked(installs)
+    who = f"{metadata.name} {metadata.version or ''}".strip()
+    out: dict[str, str] = {}
+    for item in found.unbuilt:
+        dist = distribution_of(item.needs) if item.needs else None
+        if dist is None or canonicalize_name(dist) in asked or resolve.declared_by(metadata.requires, dist) is not None:
+            continue
+        extras = resolve.declared_for(metadata.requires, dist)
+        said = f"declares only for its extra {', '.join(extras)}" if extras else "does not declare"
+        name = item.target.rsplit(":", 1)[-1]
+        error = item.reason.removeprefix(f"could not build {name}: ").split("; ")[0]
+        out.setdefault(dist, f"{name} cannot be built without {item.needs} ({error}), which {who} {said}")
+    return list(out.items())
+
+
 def clash_lines(found: Found, metadata: resolve.Metadata) -> list[str]:
     """A line per top-level module that failed inside another distribution's code beside a third: both named with
     their installed versions, and the pin to write."""
@@ -504,14 +561,9 @@ def _release(cell: Cell, pins: Mapping[str, str]) -> Version:
         return Version("0")
 
 
-NOT_INSTALLED = "(not installed)"  # in place of a module: the other end's environment could not be installed
-
-
-def also(found: Found, there: Found | None, label: str, why: str) -> Found:
+def also(found: Found, there: Found, label: str) -> Found:
     """What was found, with what the other end adds: the classes only found there, and per module that could not
-    be imported there but could here, why (`there` None: it could not be installed, and `why` says why)."""
-    if there is None:
-        return replace(found, elsewhere=(*found.elsewhere, (label, ((NOT_INSTALLED, why),))))
+    be imported there but could here, why."""
     here = {m for d in found.discoveries for m, _ in d.skipped}
     failed = tuple((m, w) for d in there.discoveries for m, w in d.skipped if m not in here)
     known = set(found.subjects)
@@ -520,8 +572,15 @@ def also(found: Found, there: Found | None, label: str, why: str) -> Found:
     overrides = {**there.overrides, **found.overrides}
     clashes = {**{m: there.clashes[m] for m, _ in failed if m in there.clashes}, **found.clashes}
     elsewhere = (*found.elsewhere, (label, failed)) if failed else found.elsewhere
+    built_here = {u.target for u in found.unbuilt} | known
+    unbuilt = (*found.unbuilt, *(u for u in there.unbuilt if u.target not in built_here))
     return replace(
-        found, discoveries=(*found.discoveries, *extra), overrides=overrides, clashes=clashes, elsewhere=elsewhere
+        found,
+        discoveries=(*found.discoveries, *extra),
+        overrides=overrides,
+        clashes=clashes,
+        elsewhere=elsewhere,
+        unbuilt=unbuilt,
     )
 
 
@@ -575,7 +634,8 @@ def found_from(data: Mapping[str, Any]) -> Found:
     clashes = {
         item["discovery"]["target"]: Clash.from_json(item["clash"]) for item in data["found"] if item.get("clash")
     }
-    return Found(dict(data["versions"]), discoveries, overrides, clashes)
+    unbuilt = tuple(Unbuilt.from_json(item) for item in data.get("unbuilt", ()))
+    return Found(dict(data["versions"]), discoveries, overrides, clashes, unbuilt=unbuilt)
 
 
 def _quoted(value: str) -> str:
@@ -615,11 +675,19 @@ def text(start: Start, found: Found, command: str) -> str:
     for axis in start.axes:
         if axis.package in comments:
             lines.append(f"# {comments[axis.package]}")
+        if axis.package == "transformers" and start.left_out:
+            lines.append("# left out: init could not install them, so every run would fail there:")
+            lines += [f"#   {value} ({release}): {why}" for value, release, why in start.left_out]
         lines.append(f"{axis.package} = [{', '.join(map(_sweep, axis.values))}]")
+    for release in start.excluded:
+        lines += ["", "[[exclude]]  # init could not install it (see [axes])", f"transformers = {_quoted(release)}"]
     lines += ["", f"# Each class {meta.name} defines that subclasses transformers and overrides something of it"]
     lines += [f"# (found with {where}); methods left out: every override is audited."]
+    unbuilt = {u.target: u for u in found.unbuilt}
     for target in found.subjects:
         lines += ["", "[[subjects]]", f"target = {_quoted(target)}", *overrides_comment(found.overrides[target])]
+        if target in unbuilt:
+            lines += unbuilt_comment(unbuilt[target], where, start)
     unaudited = [(t, kind) for d in found.discoveries for t, kind in d.unaudited if not kind.startswith(THROUGH)]
     abstract = [(t, kind) for d in found.discoveries for t, kind in d.unaudited if kind.startswith(THROUGH)]
     skipped = [(m, why) for d in found.discoveries for m, why in d.skipped]
@@ -642,6 +710,26 @@ def text(start: Start, found: Found, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def template_path(output: Path) -> Path:
+    """Where `--factory-template` writes the starter factories: beside the matrix file, a module named for it."""
+    return output.with_name(f"{factories.module_name(output.stem)}.py")
+
+
+def unbuilt_comment(item: Unbuilt, where: str, start: Start) -> list[str]:
+    """Under a subject the default factory could not build: why, the columns its dataset asked for, and the factory
+    line to turn on once the template's function is filled in (or how to get the template)."""
+    lines = [f"# could not be built with no factory (with {where}): {item.reason}"]
+    if item.columns:
+        then = f"; with them: {item.then}" if item.then else "; with them it builds"
+        lines.append(f"# its dataset needs the columns it asked for: {', '.join(item.columns)}{then}")
+    module = template_path(start.output).stem
+    if start.asked.factory_template:
+        lines.append(f"# factory = {_quoted(f'{module}:{factories.function_name(item.target)}')}   once filled in")
+    else:
+        lines.append("# (compat-matrix init --factory-template writes a starter factory for it beside this file)")
+    return lines
+
+
 def overrides_comment(overrides: Sequence[Sequence[str | None]]) -> list[str]:
     """The comment under a subject: its own overrides, then those it inherits from each abstract base of its library
     (deleted there in the base variant)."""
@@ -660,9 +748,35 @@ def overrides_comment(overrides: Sequence[Sequence[str | None]]) -> list[str]:
 
 def _why(module: str, why: str, found: Found, metadata: resolve.Metadata) -> str:
     clash = found.clashes.get(module)
-    if module == NOT_INSTALLED:
-        return f"{metadata.name} could not be installed {why}"
     return clash_line(module, why, clash, metadata) if clash else f"{module}: {why}"
+
+
+def left_out(start: Start, found: Found, releases_of: Callable[[str], Sequence[Version]]) -> Start:
+    """The start without the transformers values init tried and could not install: a value as written is taken off
+    the axis, a release a sweep stands for gets an [[exclude]] table; each said in a comment with why. The caps
+    lifted (`overrides`) are those the values left still need."""
+    if not found.uninstallable:
+        return start
+    values = {value for value, _, _ in found.uninstallable}
+    axes = tuple(
+        replace(a, values=tuple(v for v in a.values if not (isinstance(v, str) and v in values)))
+        if a.package == "transformers"
+        else a
+        for a in start.axes
+    )
+    written = {v for a in start.axes if a.package == "transformers" for v in a.values if isinstance(v, str)}
+    excluded = tuple(value for value in values if value not in written)
+    requires = {"transformers": start.declared, "torch": resolve.declared_by(start.metadata.requires, "torch")}
+    overrides = tuple(o for o in start.spec.overrides if o != "transformers") + tuple(
+        o for o in lifted(axes, requires, releases_of) if o == "transformers"
+    )
+    comments = dict(start.comments)
+    if "transformers" not in overrides:
+        comments.pop("overrides", None)
+    spec = replace(start.spec, overrides=overrides)
+    return replace(
+        start, axes=axes, spec=spec, comments=comments, left_out=found.uninstallable, excluded=tuple(sorted(excluded))
+    )
 
 
 @dataclass(frozen=True)
@@ -671,6 +785,7 @@ class Written:
     subjects: tuple[str, ...]
     validated: tuple[str, ...]  # what `validate` says of the file
     command: str
+    template: Path | None = None  # --factory-template: the starter factory module, where one was written
 
 
 def init(
@@ -679,6 +794,9 @@ def init(
     """The starter matrix file for `asked.package`, written and validated."""
     start = plan_start(asked, environ)
     start, found = look(start, envdir, log, environ)
+    start = left_out(start, found, resolve.lookup(environ))
+    for value, release, why in start.left_out:
+        log(f"warning: left out transformers {value} ({release}): it cannot be installed: {why}")
     for release, failed in found.elsewhere:
         for module, why in failed:
             log(f"warning: with {release}: {_why(module, why, found, start.metadata)}")
@@ -689,4 +807,14 @@ def init(
     if checked.problems:
         raise BadInput(list(checked.problems))
     log(f"{start.metadata.name}: {len(found.subjects)} to audit: {', '.join(found.subjects)}")
-    return Written(start.output, tuple(found.subjects), (*checked.warnings, *checked.lines), command)
+    unbuilt = [u for u in found.unbuilt if u.target in found.subjects]
+    for item in unbuilt:
+        log(f"warning: {item.reason}")
+    template = None
+    if start.asked.factory_template and unbuilt:
+        template = template_path(start.output)
+        who = f"{start.metadata.name} {found.versions.get(start.metadata.name, start.metadata.version or '')}".strip()
+        where = f"transformers {found.versions.get('transformers', '?')}"
+        template.write_text(factories.template(who, where, unbuilt), encoding="utf-8")
+        log(f"wrote {display_path(template)}: a factory to fill in for each of {len(unbuilt)} classes")
+    return Written(start.output, tuple(found.subjects), (*checked.warnings, *checked.lines), command, template)
