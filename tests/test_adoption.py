@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -455,3 +456,21 @@ def test_environment_paths_in_a_reason_are_cut_to_site_packages_on_both_sides(te
     assert short_paths(text) == said and one_line(text) == said
     assert envs.installer_reason(text) == said
     assert describe_exception(RuntimeError(text)) == f"RuntimeError: {said}"
+
+
+def test_an_override_inherited_from_an_abstract_base_is_deleted_only_where_every_class_inheriting_it_agrees():
+    from compat_matrix.shared.results import Override
+
+    via = (Override("tie_weights", "transformers.PreTrainedModel", True, via="mylib.base.Base"),)
+    first = replace(subject_result("mylib.a:A", observations=SAME), overrides=via)
+    second = replace(subject_result("mylib.b:B", "could-not-build", "could not build B: KeyError: 'x'"), overrides=via)
+    spec = replace(SPEC, subjects=(Subject("mylib.a:A", ("tie_weights",)), Subject("mylib.b:B", ("tie_weights",))))
+    report = make_report(spec, [cell("5.24.0", (first, second))])
+    (alone,) = report.subjects["mylib.a:A"].overrides
+    assert alone.advice.kind == "Review" and alone.advice.caveat == (
+        "it is deleted from Base, which gives it to B (could not run) too"
+    )
+    both = make_report(spec, [cell("5.24.0", (first, replace(first, target="mylib.b:B")))])
+    assert [o.advice.kind for s in both.subjects.values() for o in s.overrides] == ["Delete", "Delete"]
+    own = make_report(spec, [cell("5.24.0", (replace(first, overrides=()), second))])  # its own: not shared
+    assert own.subjects["mylib.a:A"].overrides[0].advice.kind == "Delete"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -375,6 +375,43 @@ def of_subject(target: str, methods: tuple[str, ...], rows: Sequence[Concluded])
         overrides.append(Override(target, method, by_release, advise(by_release, caveat), kind, deprecated))
     changes = shipped_changes([(r.label, r.row.result if r.verdict.ran else None) for r in reversed(rows)])
     return SubjectConclusions(target, methods, tuple(rows), tuple(overrides), changes)
+
+
+def inherited(subjects: Mapping[str, SubjectConclusions]) -> dict[str, SubjectConclusions]:
+    """Where several subjects inherit one override from the same abstract base of their library (its `via`), the
+    base variant deletes it there, for every one of them: Delete only where each of them reads Delete; otherwise
+    Review, with a caveat naming those where it does not (a subject whose factory is missing counts: nothing says
+    what deleting it does there)."""
+    shared: dict[tuple[str, str], list[tuple[str, Override]]] = {}
+    for target, answer in subjects.items():
+        vias = {o.name: o.via for r in answer.rows if r.row.result is not None for o in r.row.result.overrides}
+        for override in answer.overrides:
+            if vias.get(override.name):
+                shared.setdefault((vias[override.name], override.name), []).append((target, override))
+    demoted: dict[tuple[str, str], Advice] = {}
+    for (via, _), members in shared.items():
+        others = [(t, o) for t, o in members if o.advice.kind != AdviceKind.DELETE]
+        if not others or len(others) == len(members):
+            continue
+        said = ", ".join(_reads(t, o) for t, o in others)
+        caveat = f"it is deleted from {via.rsplit('.', 1)[-1]}, which gives it to {said} too"
+        for target, override in members:
+            if override.advice.kind == AdviceKind.DELETE:
+                demoted[target, override.name] = Advice(AdviceKind.REVIEW, override.advice.releases, caveat)
+    if not demoted:
+        return dict(subjects)
+    return {
+        target: replace(
+            answer,
+            overrides=tuple(replace(o, advice=demoted.get((target, o.name), o.advice)) for o in answer.overrides),
+        )
+        for target, answer in subjects.items()
+    }
+
+
+def _reads(target: str, override: Override) -> str:
+    """`SentenceTransformerTrainer (Review)`, or `(could not run)`."""
+    return f"{target.rsplit(':', 1)[-1]} ({'could not run' if override.advice.nothing_ran else override.advice.kind})"
 
 
 IMPORT_FAILED = "import-failed"  # a subject's status: the class as shipped cannot be imported on that release

@@ -108,13 +108,16 @@ def template(package: str, found_with: str, unbuilt: Sequence[Unbuilt]) -> str:
     """A starter factory module: one function per class the default factory could not build, each with why as a
     comment and, for a trainer, rows that hold the dataset columns it asked for. Each builds as the default factory
     does until you give it what the class is written for (compat_matrix.cell.factory holds the pieces)."""
-    lines = [
-        f'"""Factories for the classes of {package} that compat-matrix could not build on its own ({found_with}),',
-        "written by `compat-matrix init --factory-template`: fill each in, then name it in the matrix file beside this",
-        '(`factory = "<this module>:<function>"` under the class\'s [[subjects]]). Each receives the class to build',
-        "(the variant under test: build that class, not the shipped one) and returns a small instance, the same",
-        'weights every time. Nothing may be downloaded from a model hub."""',
-        "",
+    said = (
+        f"Factories for the classes of {package} that compat-matrix could not build on its own ({found_with}), "
+        "written by `compat-matrix init --factory-template`: fill each in, then name it in the matrix file beside "
+        'this (`factory = "<this module>:<function>"` under the class\'s [[subjects]]). Each receives the class to '
+        "build (the variant under test: build that class, not the shipped one) and returns a small instance, the "
+        "same weights every time. Nothing may be downloaded from a model hub."
+    )
+    wrapped = textwrap.wrap(said, WIDTH)
+    lines = [f'"""{wrapped[0]}', *wrapped[1:-1], f'{wrapped[-1]}"""', ""]
+    lines += [
         "from __future__ import annotations",
         "",
         "import torch",
@@ -144,7 +147,8 @@ def _function(item: Unbuilt) -> list[str]:
         lines += [
             "    # Rows of the data it is written for (the tiny tokenizer knows the words t3 … t63):",
             f"    rows = [{{**row, {columns}}} for row in tiny_dataset()]" if columns else "    rows = tiny_dataset()",
-            "    return tiny_trainer(cls, rows)  # a tiny causal LM, arguments for two steps on the CPU, a tokenizer",
+            "    model = None  # the model it trains, tiny (None: a tiny causal LM, or of the class its `model` names)",
+            "    return tiny_trainer(cls, rows, model)  # arguments for two steps on the CPU, a tokenizer if it takes one",
         ]
     else:
         lines += [

@@ -81,6 +81,7 @@ def make_report(
         s.target: conclude.of_subject(s.target, s.methods, [r for r in rows if r.row.target == s.target])
         for s in expanded
     }
+    subjects = conclude.inherited(subjects)  # an abstract base's override is deleted for all who inherit it
     summaries = {
         target: wording.summarize(
             answer, tests_seen.seen_tests([(r.label, r.row.result) for r in answer.rows]), wording.PLAIN
