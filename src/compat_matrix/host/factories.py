@@ -148,7 +148,7 @@ def _function(item: Unbuilt) -> list[str]:
             "    # Rows of the data it is written for (the tiny tokenizer knows the words t3 … t63):",
             f"    rows = [{{**row, {columns}}} for row in tiny_dataset()]" if columns else "    rows = tiny_dataset()",
             "    model = None  # the model it trains, tiny (None: a tiny causal LM, or of the class its `model` names)",
-            "    return tiny_trainer(cls, rows, model)  # arguments for two steps on the CPU, a tokenizer if it takes one",
+            "    return tiny_trainer(cls, rows, model)  # arguments for two CPU steps, a tokenizer if it takes one",
         ]
     else:
         lines += [
