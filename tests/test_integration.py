@@ -276,3 +276,79 @@ def test_a_released_library_from_its_name_to_a_report_in_two_commands(tmp_path):
     assert {s["group"] for s in grouped["subjects"]} == {"llm2vec"}
     found = grouped["found"]["llm2vec"]
     assert found.startswith("llm2vec: 3 classes found") and "left out: llm2vec.models.bidirectional_gemma" in found
+
+
+ST_FACTORY = """
+import tempfile
+
+import torch
+from datasets import Dataset
+from transformers import BertConfig, BertModel, BertTokenizerFast
+
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"w{i}" for i in range(59))]
+
+
+def sentence_transformer_trainer(cls):
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainingArguments
+
+    folder = tempfile.mkdtemp(prefix="st-tiny-")
+    with open(f"{folder}/vocab.txt", "w") as vocab:
+        vocab.write("\\n".join(WORDS) + "\\n")
+    BertTokenizerFast(f"{folder}/vocab.txt").save_pretrained(folder)
+    config = BertConfig(vocab_size=len(WORDS), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(folder)
+    model = SentenceTransformer(folder, device="cpu")
+    args = SentenceTransformerTrainingArguments(
+        output_dir=tempfile.mkdtemp(prefix="st-trainer-"), max_steps=2, per_device_train_batch_size=2,
+        per_device_eval_batch_size=2, report_to="none", save_strategy="no", use_cpu=True, seed=0, disable_tqdm=True,
+    )
+    rows = Dataset.from_dict({"anchor": [f"w{i} w{i + 1}" for i in range(4)], "positive": [f"w{i}" for i in range(4)]})
+    return cls(model=model, args=args, train_dataset=rows, eval_dataset=rows)
+"""
+
+
+@pytest.mark.network
+def test_a_library_whose_overrides_live_on_an_abstract_base_from_init_to_a_report_with_a_factory_beside_it(tmp_path):
+    """`compat-matrix init sentence-transformers==6.2.0 --transformers 4.57.x --transformers 5.x --factory-template`:
+    4.57.6 cannot be installed beside it (huggingface-hub), so the file leaves it out; `datasets` (its extra `train`,
+    which CrossEncoderTrainer cannot be built without) is added; the concrete trainers that inherit BaseTrainer's 14
+    overrides are the subjects, the abstract base a comment. With a factory file beside the matrix file (no
+    package), the run imports it: SentenceTransformerTrainer is audited through the overrides it inherits, and every
+    class that could not be built says why in the markdown, which fits a pull-request comment."""
+    command = [sys.executable, "-m", "compat_matrix.host.cli"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    made = subprocess.run(
+        [*command, "init", "sentence-transformers==6.2.0", "--transformers", "4.57.x", "--transformers", "5.x",
+         "--factory-template"],
+        cwd=tmp_path, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr[-3000:]
+    path = tmp_path / "matrix" / "sentence-transformers.toml"
+    matrix, text = load(path), path.read_text()
+    assert matrix.axes[0].values == ("5.x",) and not matrix.overrides  # 4.57.x left out, no cap to lift
+    assert "#   4.57.x (transformers 4.57.6): with transformers==4.57.6" in text and "pins conflict" in text
+    assert "datasets" in matrix.extra_requirements and "IterableDataset" in text
+    trainer = "sentence_transformers.sentence_transformer.trainer:SentenceTransformerTrainer"
+    targets = [s.target for s in matrix.subjects]
+    assert trainer in targets and "sentence_transformers.base.trainer:BaseTrainer" not in targets
+    assert "#   sentence_transformers.base.trainer:BaseTrainer (through " in text
+    template = tmp_path / "matrix" / "sentence_transformers_factories.py"
+    assert "def sentence_transformer_trainer(cls):" in template.read_text()
+    (tmp_path / "matrix" / "st_factories.py").write_text(ST_FACTORY)
+    path.write_text(text.replace(f'target = "{trainer}"\n', f'target = "{trainer}"\nfactory = "st_factories:'
+                                 'sentence_transformer_trainer"\n'))  # fmt: skip
+    ran = subprocess.run([*command, "run", "matrix/sentence-transformers.toml"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True)  # fmt: skip
+    assert ran.returncode == 3, ran.stdout[-3000:]  # the classes with no factory could not be built
+    report = json.loads((tmp_path / "reports" / "sentence-transformers.json").read_text())
+    (cell,) = report["cells"]
+    subjects = {s["target"]: s for s in cell["subjects"]}
+    audited = subjects[trainer]
+    assert audited["verdict"] in ("same", "differs", "inconclusive") and audited["variants"][:2] == ["override", "base"]
+    markdown = (tmp_path / "reports" / "sentence-transformers.md").read_text()
+    assert len(markdown) < 65_536 and "/.nox/" not in markdown
+    for row in markdown.split("\n\n", 2)[1].splitlines()[2:]:
+        if "could not run" in row:
+            assert "could not build" in row, row  # its real cause, not "nothing ran"

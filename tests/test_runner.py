@@ -86,6 +86,9 @@ FIRST = library("FirstTrainer", (BASE,), "mylib.first", "get_default_loss")
 SECOND = library("SecondTrainer", (BASE,), "mylib.second", "get_default_loss", "log")  # its own log
 MIDDLE = library("MiddleTrainer", (BASE,), "mylib.middle", "get_default_loss")
 LEAF = library("LeafTrainer", (MIDDLE,), "mylib.leaf", "evaluate")  # MiddleTrainer is audited with BaseTrainer's
+ADAPTERS = library("AdaptersMixin", (), "mylib.mixin", "log", abstract=True)  # adapters' ModelAdaptersMixin
+HEADS = library("HeadsMixin", (ADAPTERS,), "mylib.heads", "get_default_loss")  # concrete, but audited nowhere
+MODEL = library("AdapterModel", (HEADS, Hub), "mylib.model", "evaluate")
 
 
 @pytest.mark.parametrize(
@@ -95,6 +98,7 @@ LEAF = library("LeafTrainer", (MIDDLE,), "mylib.leaf", "evaluate")  # MiddleTrai
         (FIRST, [("compute_loss", "mylib.base.BaseTrainer"), ("log", "mylib.base.BaseTrainer")]),
         (SECOND, [("log", None), ("compute_loss", "mylib.base.BaseTrainer")]),
         (LEAF, [("evaluate", None)]),
+        (MODEL, [("evaluate", None), ("log", "mylib.mixin.AdaptersMixin")]),
     ],
 )
 def test_an_abstract_base_of_the_librarys_overrides_are_audited_on_the_concrete_classes_that_inherit_them(

@@ -114,7 +114,7 @@ def discover_overrides(cls: type, package: str = BUILDS_ON) -> list[tuple[str, s
     class, METHOD or ATTRIBUTE, the library's class it is inherited from or None). Dunder names (`__init__`) are
     construction, not behaviour."""
     found = []
-    for owner in (cls, *inherited_from(cls)):
+    for owner in (cls, *inherited_from(cls, package)):
         for name, value in vars(owner).items():
             if name.startswith("__") or variants.defining_class(cls, name) is not owner:
                 continue  # construction, or an abstract base's name that a nearer class defines again
@@ -131,13 +131,13 @@ def discover_overrides(cls: type, package: str = BUILDS_ON) -> list[tuple[str, s
     return found
 
 
-def inherited_from(cls: type) -> list[type]:
+def inherited_from(cls: type, package: str = BUILDS_ON) -> list[type]:
     """The abstract bases of `cls`'s own library (inspect.isabstract: they cannot be built, so no probe runs them
-    alone) whose overrides `cls` inherits: none that a concrete class of the library between them already inherits,
-    since that class is audited with them."""
+    alone) whose overrides `cls` inherits: none that a concrete class of the library between them, itself a
+    subclass of `package`'s, already inherits, since that class is audited with them (a concrete mixin is not)."""
     own = [k for k in cls.__mro__[1:] if variants.library(k) == variants.library(cls)]
-    concrete = [k for k in own if not inspect.isabstract(k)]
-    return [k for k in own if inspect.isabstract(k) and not any(k in c.__mro__ for c in concrete)]
+    audited = [k for k in own if not inspect.isabstract(k) and any(variants.library(b) == package for b in k.__mro__)]
+    return [k for k in own if inspect.isabstract(k) and not any(k in c.__mro__ for c in audited)]
 
 
 def classes_in(target: str, exclude: tuple[str, ...] = ()) -> tuple[list[type], list[str], list[tuple[str, str]]]:
