@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import abc
 import importlib
 import sys
 
@@ -86,3 +87,15 @@ def test_the_remedy_names_the_extra_that_declares_it(library, monkeypatch):
 )  # fmt: skip
 def test_the_columns_a_trainer_asks_for(error, columns):
     assert asked_for(error) == columns
+
+
+def test_an_abstract_base_that_cannot_be_built_points_at_its_concrete_classes():
+    from compat_matrix.cell import tiny
+
+    class Base(abc.ABC):
+        @abc.abstractmethod
+        def get_default_loss(self): ...
+
+    said = str(tiny.unbuilt(Base, TypeError("Can't instantiate abstract class Base")))
+    assert said == f"could not build Base: TypeError: Can't instantiate abstract class Base; {tiny.ABSTRACT_BASE}"
+    assert str(tiny.unbuilt(type("Plain", (), {}), KeyError("x"))).endswith(tiny.WRITE_A_FACTORY)

@@ -114,8 +114,12 @@ class CouldNotBuild(Exception):
 
 def unbuilt(cls: type, exc: BaseException, why: str | None = None) -> CouldNotBuild:
     """Why `cls` could not be built from `exc`, with its remedy: the module to install where one is missing here
-    (compat_matrix.cell.needs), else a factory."""
-    return CouldNotBuild(cls, why or describe(exc), needs.remedy(cls, exc) or WRITE_A_FACTORY)
+    (compat_matrix.cell.needs); for an abstract base, its concrete subclasses; else a factory."""
+    remedy = needs.remedy(cls, exc) or (ABSTRACT_BASE if inspect.isabstract(cls) else WRITE_A_FACTORY)
+    return CouldNotBuild(cls, why or describe(exc), remedy)
+
+
+ABSTRACT_BASE = "it is abstract: audit the concrete classes that inherit its overrides (compat-matrix init lists them)"
 
 
 def kind_of(name: str) -> str | None:
