@@ -474,3 +474,29 @@ def test_an_override_inherited_from_an_abstract_base_is_deleted_only_where_every
     assert [o.advice.kind for s in both.subjects.values() for o in s.overrides] == ["Delete", "Delete"]
     own = make_report(spec, [cell("5.24.0", (replace(first, overrides=()), second))])  # its own: not shared
     assert own.subjects["mylib.a:A"].overrides[0].advice.kind == "Delete"
+
+
+def test_an_environment_emptied_first_still_gets_its_overrides_file(tmp_path, monkeypatch):
+    """`uv venv --clear` empties the environment: the overrides file it had been given before was gone when uv read
+    it (`error: File not found: …/compat-matrix-overrides.txt`, so `init` took a release for one that cannot be
+    installed)."""
+    home = tmp_path / "env"
+    (home / "bin").mkdir(parents=True)
+    envs.write_json_atomic(home / envs.STAMP, envs.Stamp("old", frozenset({"something-else"})).to_json())
+    seen = []
+
+    def run(command, **kwargs):
+        if "venv" in command:
+            for path in home.iterdir():
+                if path.is_file():
+                    path.unlink()
+        else:
+            seen.append((home / envs.OVERRIDES).read_text())
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(envs.subprocess, "run", run)
+    monkeypatch.setattr(envs, "installed", lambda python: {})
+    spec = load(write(tmp_path, GOOD))
+    wanted = ("new", ["mylib==1.0", "--override=transformers==4.57.6"])
+    assert envs._install(spec, cells(spec)[0], home / "bin" / "python", wanted, 1e12, print, tmp_path / "s", 0) is None
+    assert seen == ["transformers==4.57.6\n"]

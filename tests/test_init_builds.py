@@ -134,3 +134,15 @@ def test_the_ends_are_the_lowest_release_the_package_allows_and_the_newest(decla
     assert starter.lowest_allowed(declared, RELEASES.__getitem__) == lowest
     with pytest.raises(BadInput, match="no transformers release allows"):
         starter.lowest_allowed(">=9", RELEASES.__getitem__)
+
+
+def test_a_value_that_failed_to_install_for_another_reason_than_a_conflict_is_kept(tmp_path):
+    failed = ("5.x", "transformers 5.24.0", "with transformers==5.24.0: error: Failed to download: timed out")
+    start = starter.left_out(start_of(tmp_path), found_of(uninstallable=[failed]), RELEASES.__getitem__)
+    assert start.axes[0].values == ("4.57.x", "5.x") and start.unsure == (failed,) and not start.left_out
+    start.output.parent.mkdir()
+    start.output.write_text(starter.text(start, found_of(), "run"))
+    assert (
+        "#   5.x (transformers 5.24.0): with transformers==5.24.0: error: Failed to download"
+        in start.output.read_text()
+    )

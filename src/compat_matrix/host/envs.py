@@ -415,10 +415,13 @@ def _install(
     shutil.rmtree(home / BYTECODE, ignore_errors=True)
     shutil.rmtree(home / KEPT, ignore_errors=True)
     write_state(out, INSTALLING, started)
-    commands = [[uv_binary(), "pip", "install", "--python", str(python), *uv_args(args, home)]]
+    # Each command made when it runs: the overrides file uv_args writes into the environment must come after the
+    # `uv venv --clear` that empties it.
+    commands = [lambda: [uv_binary(), "pip", "install", "--python", str(python), *uv_args(args, home)]]
     if how == FRESH:
-        commands.insert(0, [uv_binary(), "venv", "--clear", "--quiet", "--python", str(python), str(home)])
-    for command in commands:
+        commands.insert(0, lambda: [uv_binary(), "venv", "--clear", "--quiet", "--python", str(python), str(home)])
+    for made in commands:
+        command = made()
         log(" ".join(command))
         try:
             done = subprocess.run(

@@ -65,6 +65,7 @@ class Start:
     comments: Mapping[str, str] = field(default_factory=dict)  # per key of the file, why it says what it says
     added: tuple[tuple[str, str], ...] = ()  # (extra requirement, why): what init added to what was asked
     left_out: tuple[tuple[str, str, str], ...] = ()  # (transformers value, release, why): cannot be installed
+    unsure: tuple[tuple[str, str, str], ...] = ()  # the same, failed for another reason than a conflict: kept
     excluded: tuple[str, ...] = ()  # releases a sweep stands for that cannot be installed: [[exclude]] tables
 
 
@@ -676,8 +677,11 @@ def text(start: Start, found: Found, command: str) -> str:
         if axis.package in comments:
             lines.append(f"# {comments[axis.package]}")
         if axis.package == "transformers" and start.left_out:
-            lines.append("# left out: init could not install them, so every run would fail there:")
+            lines.append("# left out: their requirements conflict, so every run would fail there:")
             lines += [f"#   {value} ({release}): {why}" for value, release, why in start.left_out]
+        if axis.package == "transformers" and start.unsure:
+            lines.append("# init could not install these, for a reason other than a conflict (kept: try the run):")
+            lines += [f"#   {value} ({release}): {why}" for value, release, why in start.unsure]
         lines.append(f"{axis.package} = [{', '.join(map(_sweep, axis.values))}]")
     for release in start.excluded:
         lines += ["", "[[exclude]]  # init could not install it (see [axes])", f"transformers = {_quoted(release)}"]
@@ -755,9 +759,11 @@ def left_out(start: Start, found: Found, releases_of: Callable[[str], Sequence[V
     """The start without the transformers values init tried and could not install: a value as written is taken off
     the axis, a release a sweep stands for gets an [[exclude]] table; each said in a comment with why. The caps
     lifted (`overrides`) are those the values left still need."""
-    if not found.uninstallable:
-        return start
-    values = {value for value, _, _ in found.uninstallable}
+    conflicts = tuple(f for f in found.uninstallable if unsatisfiable(f[2]))
+    unsure = tuple(f for f in found.uninstallable if f not in conflicts)
+    if not conflicts:
+        return replace(start, unsure=unsure)
+    values = {value for value, _, _ in conflicts}
     axes = tuple(
         replace(a, values=tuple(v for v in a.values if not (isinstance(v, str) and v in values)))
         if a.package == "transformers"
@@ -775,8 +781,20 @@ def left_out(start: Start, found: Found, releases_of: Callable[[str], Sequence[V
         comments.pop("overrides", None)
     spec = replace(start.spec, overrides=overrides)
     return replace(
-        start, axes=axes, spec=spec, comments=comments, left_out=found.uninstallable, excluded=tuple(sorted(excluded))
+        start,
+        axes=axes,
+        spec=spec,
+        comments=comments,
+        left_out=conflicts,
+        unsure=unsure,
+        excluded=tuple(sorted(excluded)),
     )
+
+
+def unsatisfiable(why: str) -> bool:
+    """Whether an install failed because its requirements conflict (what installing again cannot change), not for
+    a reason of the moment (the network, a full disk)."""
+    return "pins conflict" in why or "No solution found" in why or "unsatisfiable" in why
 
 
 @dataclass(frozen=True)
@@ -797,6 +815,8 @@ def init(
     start = left_out(start, found, resolve.lookup(environ))
     for value, release, why in start.left_out:
         log(f"warning: left out transformers {value} ({release}): it cannot be installed: {why}")
+    for value, release, why in start.unsure:
+        log(f"warning: could not install transformers {value} ({release}), kept: {why}")
     for release, failed in found.elsewhere:
         for module, why in failed:
             log(f"warning: with {release}: {_why(module, why, found, start.metadata)}")
