@@ -529,6 +529,9 @@ def runner_environment(home: Path) -> dict[str, str]:
         "PYTHONPATH": str(runner_path(home)),
         "HF_HUB_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        # One order for sets of strings in every run: transformers prints them in error messages (the shared tensors
+        # of a save), and a re-run whose results are unchanged must leave the report byte-identical.
+        "PYTHONHASHSEED": "0",
         # Tiny models: one thread per cell is fastest, and cells already run one per core.
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
     }
