@@ -79,6 +79,7 @@ class ObservationName(StrEnum):
     ERROR = "error"  # an exception the probe raised
     WARNINGS = "warnings"  # the warnings raised while it ran
     REACHED = "reached"  # the audited methods whose code ran
+    LINES = "lines"  # as shipped: which statements of the audited methods' code ran
     INCONCLUSIVE = "inconclusive"  # why the probe observed nothing meaningful
 
 
