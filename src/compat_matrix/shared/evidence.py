@@ -126,17 +126,35 @@ def by_probe(observations: Iterable[Observation]) -> dict[str, dict[str, Observa
 
 def empty_handed(observations: dict[str, Observation], partly: bool = False) -> str | None:
     """Why a probe told nothing when its two sides are `override` and `base`: both found nothing to look at, or
-    every observation that carries (warnings apart) failed identically on both (with `partly`, any one did: what
-    else the probe observed may not have depended on what failed); None if it observed something."""
+    every observation that carries (warnings apart) failed on both, alike or not (with `partly`, any one did: what
+    else the probe observed may not have depended on what failed); None if it observed something. Two different
+    errors say only that the class cannot run that probe either way."""
     nothing = observations.get(INCONCLUSIVE_OBSERVATION)
     if nothing is not None and nothing.override and nothing.base:
         return str(nothing.override)
     carrying = [o for o in observations.values() if o.carries and o.name != WARNINGS]
-    failed = [o for o in carrying if o.same and _failed(o, o.override)]
+    failed = [o for o in carrying if _both_failed(o)]
     if failed and (partly or len(failed) == len(carrying)):
         first = failed[0]
         return str(first.override if first.name == ERROR else failure_in(first.override))
     return None
+
+
+def broken_as_shipped(subject: SubjectResult, inspects: frozenset[str]) -> str | None:
+    """The error of a class that cannot run at all: every probe that runs it (not those in `inspects`, which only
+    read the class) failed as shipped and with the audited names deleted, whatever the errors; None otherwise. Such
+    a class is not a source of differences: it could not run there (the error as shipped says why)."""
+    errors = []
+    for probe, observations in by_probe(subject.observations).items():
+        if probe in inspects:
+            continue
+        failing = [o for o in observations.values() if o.carries and o.name != WARNINGS and _failed(o, o.override)]
+        both = [o for o in failing if _failed(o, o.base)]
+        if not both:
+            return None
+        first = both[0]
+        errors.append(str(first.override if first.name == ERROR else failure_in(first.override)))
+    return max(errors, key=errors.count) if errors else None
 
 
 def told_nothing(subject: SubjectResult) -> tuple[tuple[str, str], ...]:
@@ -147,7 +165,7 @@ def told_nothing(subject: SubjectResult) -> tuple[tuple[str, str], ...]:
         (probe, why)
         for probe, observations in by_probe(subject.observations).items()
         if (why := empty_handed(observations, partly=True)) is not None
-        and not any(_differs(o) and o.name != WARNINGS for o in observations.values())
+        and not any(counts(o) for o in observations.values())
     )
 
 
@@ -172,9 +190,17 @@ def _context(observations: Iterable[Observation], name: str, context: str) -> li
     return pairs
 
 
-def _differs(o: Observation) -> bool:
-    """A difference that counts: a carrying value, or one side finding nothing to look at where the other did."""
-    return (o.carries or o.name == INCONCLUSIVE_OBSERVATION) and not o.same
+def _both_failed(o: Observation) -> bool:
+    return _failed(o, o.override) and _failed(o, o.base)
+
+
+def counts(o: Observation) -> bool:
+    """A difference that counts: a carrying value, or one side finding nothing to look at where the other did; never
+    warnings alone (the values are what the code does), nor two different errors (the class cannot run it either
+    way)."""
+    return (
+        (o.carries or o.name == INCONCLUSIVE_OBSERVATION) and o.name != WARNINGS and not o.same and not _both_failed(o)
+    )
 
 
 def judge(subject: SubjectResult, name: str) -> Judgement:
@@ -191,8 +217,8 @@ def judge(subject: SubjectResult, name: str) -> Judgement:
     orphaned = dict(subject.orphaned).get(name)
     for context in contexts:
         pairs = _context(subject.observations, name, context)
-        differing = tuple(o for o in pairs if _differs(o))
-        if differing and not (orphaned and all(o.name == WARNINGS for o in differing)):
+        differing = tuple(o for o in pairs if counts(o))
+        if differing:
             return Judgement(name, DIFFERS, context, differing, told_nothing=tuple(silent.items()))
         for probe, observations in by_probe(pairs).items():
             reached = observations.get(REACHED)
@@ -260,4 +286,4 @@ def together(subject: SubjectResult) -> tuple[Observation, ...]:
             Observation(o.probe, o.name, o.override, dict(o.without).get(key, o.override), o.carries)
             for o in subject.observations
         )
-    return tuple(o for o in pairs if _differs(o) and o.name != WARNINGS)
+    return tuple(o for o in pairs if counts(o))

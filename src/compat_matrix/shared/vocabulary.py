@@ -23,6 +23,7 @@ class Status(StrEnum):
     NOT_RUN = "not run"  # no result for it: the cell never ran, or the subject is missing from its result
     DAMAGED = "damaged result"  # a result file that cannot be read
     NOTHING_RAN = "nothing ran"  # a cell that ran, none of whose subjects could be imported or built
+    FAILS_AS_SHIPPED = "fails as shipped"  # every probe that runs the class fails, with its overrides and without
 
 
 class VerdictKind(StrEnum):
