@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from compat_matrix.host.conclude import COULD_NOT_RUN, OnRelease, Override, SubjectConclusions, advise
 from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind
 
-ORDER = (AdviceKind.PORT, AdviceKind.REVIEW, AdviceKind.KEEP, AdviceKind.DELETE)  # after the harmful ones
+ORDER = (AdviceKind.FIX, AdviceKind.PORT, AdviceKind.REVIEW, AdviceKind.KEEP, AdviceKind.DELETE)  # after harmful
 
 
 def rank(override: Override) -> int:
