@@ -653,7 +653,8 @@ def reason(override: Override, order: Sequence[str], style: Style = MARKDOWN) ->
 
 def fix_text(override: Override, order: Sequence[str], style: Style = MARKDOWN) -> str:
     """The change a Fix proposes and whether it was verified: `accept `missing_keys`, `recompute_mapping` and pass
-    them on (5.0.0, 5.24.0 call `tie_weights(missing_keys=…, recompute_mapping=…)` at modeling_utils.py:4628);
+    them on; on 5.0.0, 5.24.0 transformers calls `tie_weights(missing_keys=…, recompute_mapping=…)` at
+    modeling_utils.py:4628;
     verified: with it the class runs on 5.0.0, 5.24.0, and elsewhere nothing passes it what it cannot take`."""
     broken = [(label, c.fix) for label, c in override.by_release if c.fix is not None]
     ran = [label for label, c in override.by_release if c.kind != COULD_NOT_RUN and c.fix is None]
@@ -661,9 +662,14 @@ def fix_text(override: Override, order: Sequence[str], style: Style = MARKDOWN) 
     names = sorted({p for _, fix in broken for p in fix.parameters})
     accepted = _listed([style.code(n) if " " not in n else n for n in names])
     sites = next((fix.sites for _, fix in broken if fix.sites), ())
-    called = f"; {where} call {style.code(_shape(sites[0]))} at {style.text(_at(sites[0]))}" if sites else ""
+    called = (
+        f"; on {where} transformers calls {style.code(_shape(sites[0]))} at {style.text(_at(sites[0]))}"
+        if sites
+        else ""
+    )
     more = f" and {len(sites) - 1} more" if len(sites) > 1 else ""
-    change = f"accept {accepted} (or `**kwargs`) and pass {'it' if len(names) == 1 else 'them'} on{called}{more}"
+    kwargs = style.code("**kwargs")
+    change = f"accept {accepted} (or {kwargs}) and pass {'it' if len(names) == 1 else 'them'} on{called}{more}"
     failed = [(label, fix) for label, fix in broken if fix.verified is False]
     untried = [label for label, fix in broken if fix.verified is None]
     if failed:
