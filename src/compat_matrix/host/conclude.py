@@ -195,7 +195,9 @@ def fix_of(subject: SubjectResult, method: str) -> Fix | None:
     it cannot bind) and from transformers' calls of it; with the `fixed` variant's verdict on it. None where
     nothing is passed that it cannot take."""
     sites = _cannot_take(subject, method)
-    parameters = {k for site in sites for k in _KEYWORD.findall(site.partition(" at ")[0])}
+    passed = {k for site in sites for k in _KEYWORD.findall(site.partition(" at ")[0])}
+    missing = _signature_gap(subject, method)  # of what a site passes, what the override cannot take by name
+    parameters = passed & missing if missing is not None else set()
     bound = []  # the observations where the class as shipped could not bind a call of it
     for o in subject.observations:
         error = error_of(o, o.override)
@@ -220,6 +222,15 @@ def _still(tried: list[Observation], bound: list[Observation], method: str) -> s
         error = error_of(o, dict(o.fixed)[method])
         if error and (o in bound or not error_of(o, o.override)):
             return error
+    return None
+
+
+def _signature_gap(subject: SubjectResult, method: str) -> set[str] | None:
+    """The names of the base's parameters that the override as shipped cannot take (the `signature` probe), or
+    None where that probe did not look."""
+    for o in subject.observations:
+        if o.probe == "signature" and o.name == method and isinstance(o.override, dict):
+            return {str(p).split(" (")[0] for p in o.override.get("cannot_take") or ()}
     return None
 
 
