@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compat_matrix.host import prerelease
 from compat_matrix.host.exits import BadInput
 from compat_matrix.shared.vocabulary import FAILING_CHANGES, ChangeKind
 
@@ -62,7 +63,7 @@ def row(cell: dict[str, Any]) -> str:
     """The installed versions of the cell's axes; what was asked for where nothing was installed."""
     resolved = cell.get("resolved") or {}
     return ", ".join(
-        f"{axis} {resolved[axis]}" if axis in resolved else f"{axis} {value} (requested)"
+        f"{axis} {prerelease.marked(resolved[axis])}" if axis in resolved else f"{axis} {value} (requested)"
         for axis, value in cell["requested"].items()
     )
 
@@ -197,4 +198,5 @@ def _short(value: Any) -> str:
 
 
 def failing(changes: list[Change]) -> bool:
-    return any(c.kind in FAILING_CHANGES for c in changes)
+    """Whether any change fails a baseline check; one on a pre-release's row only warns."""
+    return any(c.kind in FAILING_CHANGES and not prerelease.early_label(c.row) for c in changes)

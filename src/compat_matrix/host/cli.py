@@ -111,6 +111,93 @@ def cmd_diff(args: argparse.Namespace) -> Outcome:
     return Outcome(failed_checks=tuple(str(c) for c in changes if failing([c])))
 
 
+def cmd_watch(args: argparse.Namespace) -> Outcome:
+    """What to do about each matrix's one issue (compat_matrix.host.watch): printed as JSON, or with --gh done."""
+    from compat_matrix.host import watch  # imports pandas (the report's labels): only this command needs it
+
+    reports = [load_report(path) for path in args.reports]
+    try:
+        issues = gh_json(watch.LIST) if args.gh else issues_in(args.issues) if args.issues else []
+    except GhFailed as exc:
+        return Outcome(failed_checks=(str(exc),))
+    decisions = []
+    for new in reports:
+        old = baseline_of(args.baseline, new["matrix"])
+        if old is None:
+            print(f"{new['matrix']}: no baseline in {args.baseline}: commit its report to watch it", file=sys.stderr)
+        issue = watch.open_issue(new["matrix"], issues)
+        decisions.append(watch.decide(old, new, issue, args.run_url or "", args.report_url or ""))
+    if not args.gh:
+        print(json.dumps([d.to_json() for d in decisions], indent=2, ensure_ascii=False))
+        return Outcome()
+    failed = []
+    for decision in decisions:
+        print(f"{decision.matrix}: {decision.action}" + (f": {decision.title}" if decision.title else ""))
+        try:
+            for command, stdin in watch.gh_calls(decision):
+                gh(command, stdin)
+        except GhFailed as exc:
+            failed.append(str(exc))
+    return Outcome(failed_checks=tuple(failed))
+
+
+class GhFailed(Exception):
+    """A `gh` call that failed: its first words and its last line of output."""
+
+
+def gh(command: list[str], stdin: str | None = None) -> str:
+    """Run one `gh` command line; its standard output."""
+    import subprocess
+
+    try:
+        done = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GhFailed(f"{' '.join(command[:3])}: {exc}") from None
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines()
+        raise GhFailed(f"{' '.join(command[:3])}: exit {done.returncode}" + (f": {said[-1]}" if said else ""))
+    return done.stdout
+
+
+def gh_json(command: list[str]) -> list[dict]:
+    """The list of issues `gh issue list --json` prints."""
+    try:
+        found = json.loads(gh(command) or "[]")
+    except ValueError as exc:
+        raise GhFailed(f"{' '.join(command[:3])}: not JSON ({exc})") from None
+    if not issue_list(found):
+        raise GhFailed(f"{' '.join(command[:3])}: not a list of issues")
+    return found
+
+
+def issue_list(found: object) -> bool:
+    return isinstance(found, list) and all(isinstance(i, dict) and "number" in i for i in found)
+
+
+def issues_in(path: Path) -> list[dict]:
+    """The open issues in a file, as `gh issue list --json number,title,body` writes them."""
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BadInput([f"--issues {path}: cannot read it ({exc})"]) from None
+    if not issue_list(found):
+        raise BadInput([f"--issues {path}: not a list of issues, as `gh issue list --json number,title,body` writes"])
+    return found
+
+
+def baseline_of(path: Path, matrix: str) -> dict | None:
+    """The baseline report of `matrix`: the file `path`, or `<matrix>.json` in the folder `path` (None where the
+    folder has none)."""
+    if path.is_dir():
+        path = path / f"{matrix}.json"
+        if not path.exists():
+            return None
+    found = load_report(path)
+    if found.get("matrix") != matrix:
+        raise BadInput([f"--baseline {path}: a report of matrix {found.get('matrix')!r}, not {matrix!r}"])
+    return found
+
+
 def cmd_list(args: argparse.Namespace) -> Outcome:
     made = plan.make(asked(args))
     for matrix in made.matrices:
@@ -209,9 +296,11 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         codes: tuple[int, ...],
         last_line: str = NEVER,
         ok: str = exits.MEANINGS[exits.OK],
+        unmet: str = exits.MEANINGS[exits.UNMET],
     ) -> argparse.ArgumentParser:
-        """A subcommand; `ok` says what exit code 0 means for it, `last_line` when it prints the exit line."""
-        meaning = {**exits.MEANINGS, exits.OK: ok}
+        """A subcommand; `ok` and `unmet` say what exit codes 0 and 1 mean for it, `last_line` when it prints the
+        exit line."""
+        meaning = {**exits.MEANINGS, exits.OK: ok, exits.UNMET: unmet}
         meanings = "\n".join(f"  {code:<3} {meaning[code]}" for code in sorted({*codes, exits.UNEXPECTED}))
         made = sub.add_parser(
             name,
@@ -324,6 +413,30 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     )
     diff.add_argument("old", type=Path, metavar="OLD.json", help="the earlier report")
     diff.add_argument("new", type=Path, metavar="NEW.json", help="the later report")
+
+    watching = command(
+        "watch",
+        cmd_watch,
+        "say what to do about each matrix's one GitHub issue, from the baseline and a new report",
+        "Compares each new report with its baseline (a committed report, or a folder of them) and decides: open an\n"
+        "issue titled with the change, update the open one, comment when it changes again, close it when the\n"
+        "answers are back to the baseline, or nothing. Prints the decisions as JSON (with the gh calls that carry\n"
+        "them out), or with --gh reads the open issues and makes the calls (GH_TOKEN, GH_REPO as gh reads them).",
+        (exits.OK, exits.UNMET, exits.BAD_INPUT),
+        FAILING,
+        "decided (and with --gh, done)",
+        "a gh call failed",
+    )
+    watching.add_argument("reports", nargs="+", type=Path, metavar="NEW.json", help="the new reports")
+    watching.add_argument(
+        "--baseline", type=Path, required=True, metavar="PATH", help="the committed report, or a folder of them"
+    )
+    watching.add_argument(
+        "--issues", type=Path, metavar="FILE", help="the open issues, as `gh issue list --json number,title,body`"
+    )
+    watching.add_argument("--gh", action="store_true", help="read the open issues with gh and make the calls")
+    watching.add_argument("--run-url", metavar="URL", help="this run, linked from the issue")
+    watching.add_argument("--report-url", metavar="TEXT", help="where the new reports are, said in the issue")
 
     summary = command(
         "summary",

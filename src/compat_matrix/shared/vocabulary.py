@@ -23,6 +23,7 @@ class Status(StrEnum):
     NOT_RUN = "not run"  # no result for it: the cell never ran, or the subject is missing from its result
     DAMAGED = "damaged result"  # a result file that cannot be read
     NOTHING_RAN = "nothing ran"  # a cell that ran, none of whose subjects could be imported or built
+    SKIPPED = "skipped"  # nothing to install: the value `pre` where the index has no pre-release to stand for
 
 
 class VerdictKind(StrEnum):
