@@ -150,7 +150,8 @@ def gh(command: list[str], stdin: str | None = None) -> str:
     import subprocess
 
     try:
-        done = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=120)
+        given = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}  # never the job's own stdin
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, **given)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise GhFailed(f"{' '.join(command[:3])}: {exc}") from None
     if done.returncode != 0:

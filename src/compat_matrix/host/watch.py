@@ -332,11 +332,13 @@ def unchecked(new: dict[str, Any]) -> list[tuple[str, str, str]]:
 def decide(
     baseline: dict[str, Any] | None, new: dict[str, Any], issue: Issue | None, run_url: str = "", report: str = ""
 ) -> Decision:
-    """What to do about the matrix's one issue. `baseline`: the committed report (None: there is none, nothing to
-    compare with); `issue`: the one open now; `run_url`, `report`: where this run and its report are, for the
-    body."""
+    """What to do about the matrix's one issue. `baseline`: the committed report (None: there is none, so nothing
+    is decided, an open issue left as it is); `issue`: the one open now; `run_url`, `report`: where this run and
+    its report are, for the body."""
     matrix = str(new["matrix"])
-    fresh = findings(baseline, new) if baseline is not None else []
+    if baseline is None:
+        return Decision(matrix, Action.NOTHING, issue.number if issue else None)
+    fresh = findings(baseline, new)
     previous = state(issue.body) if issue else []
     failed = {cell: why for cell, _, why in unchecked(new)}
     keys = {f.key() for f in fresh}
