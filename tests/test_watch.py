@@ -224,6 +224,8 @@ def test_a_change_of_advice_is_a_finding():
     new = report(*OLDER, cell("5.x", "5.24.0"), SKIPPED_PRE, advice={EMBED: "Delete"})
     (found,) = watch.findings(BASELINE, new)
     assert watch.headline(found, False) == "`get_input_embeddings`: advice Keep → Delete"
+    failed = report(*OLDER, cell("5.x", None, status="crashed"), SKIPPED_PRE, advice={EMBED: "Delete"})
+    assert watch.findings(BASELINE, failed) == []  # advice over releases that did not all run says nothing new
 
 
 @pytest.mark.parametrize(

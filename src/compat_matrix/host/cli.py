@@ -9,6 +9,7 @@ written to a file.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -115,7 +116,7 @@ def cmd_watch(args: argparse.Namespace) -> Outcome:
     """What to do about each matrix's one issue (compat_matrix.host.watch): printed as JSON, or with --gh done."""
     from compat_matrix.host import watch  # imports pandas (the report's labels): only this command needs it
 
-    reports = [load_report(path) for path in args.reports]
+    reports = reports_in(args.reports)
     try:
         issues = gh_json(watch.LIST) if args.gh else issues_in(args.issues) if args.issues else []
     except GhFailed as exc:
@@ -126,7 +127,7 @@ def cmd_watch(args: argparse.Namespace) -> Outcome:
         if old is None:
             print(f"{new['matrix']}: no baseline in {args.baseline}: commit its report to watch it", file=sys.stderr)
         issue = watch.open_issue(new["matrix"], issues)
-        decisions.append(watch.decide(old, new, issue, args.run_url or "", args.report_url or ""))
+        decisions.append(watch.decide(old, new, issue, args.run_url or "", args.reports_at or ""))
     if not args.gh:
         print(json.dumps([d.to_json() for d in decisions], indent=2, ensure_ascii=False))
         return Outcome()
@@ -183,6 +184,20 @@ def issues_in(path: Path) -> list[dict]:
         raise BadInput([f"--issues {path}: cannot read it ({exc})"]) from None
     if not issue_list(found):
         raise BadInput([f"--issues {path}: not a list of issues, as `gh issue list --json number,title,body` writes"])
+    return found
+
+
+def reports_in(paths: list[Path]) -> list[dict]:
+    """The reports named, and those in the folders named (any other JSON file there, a bisection's answer, is
+    not a report and is skipped)."""
+    found = []
+    for path in paths:
+        if not path.is_dir():
+            found.append(load_report(path))
+            continue
+        for file in sorted(path.glob("*.json")):
+            with contextlib.suppress(BadInput):
+                found.append(load_report(file))
     return found
 
 
@@ -428,7 +443,9 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         "decided (and with --gh, done)",
         "a gh call failed",
     )
-    watching.add_argument("reports", nargs="+", type=Path, metavar="NEW.json", help="the new reports")
+    watching.add_argument(
+        "reports", nargs="+", type=Path, metavar="NEW.json", help="the new reports, or folders of them"
+    )
     watching.add_argument(
         "--baseline", type=Path, required=True, metavar="PATH", help="the committed report, or a folder of them"
     )
@@ -437,7 +454,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     )
     watching.add_argument("--gh", action="store_true", help="read the open issues with gh and make the calls")
     watching.add_argument("--run-url", metavar="URL", help="this run, linked from the issue")
-    watching.add_argument("--report-url", metavar="TEXT", help="where the new reports are, said in the issue")
+    watching.add_argument("--reports-at", metavar="TEXT", help="where the new reports are, said in the issue")
 
     summary = command(
         "summary",

@@ -203,7 +203,7 @@ def ships(cell: dict[str, Any]) -> str:
 
 def findings(baseline: dict[str, Any], new: dict[str, Any]) -> list[Finding]:
     """Every answer of `new` that differs from `baseline`, most urgent first: per cell (compared with its
-    reference), then the advice per override."""
+    reference), then the advice per override (where every cell ran)."""
     old, cells = baseline["cells"], new["cells"]
     rows, old_rows = labels(cells), labels(old)
     pairs, _, unmatched = match(old, cells)
@@ -223,6 +223,8 @@ def findings(baseline: dict[str, Any], new: dict[str, Any]) -> list[Finding]:
             Finding(rows[index], cell["cell"], target, name, b, a, since, ships(cell))
             for target, name, b, a in differences(was, now)
         ]
+    if unchecked(new):
+        return sorted(found, key=urgency)  # advice over releases some of which could not run says nothing new
     advised = {(o["target"], o["name"]): o.get("advice") for o in baseline.get("overrides") or ()}
     found += [
         Finding("", "", o["target"], o["name"], str(advised[key]), str(o["advice"]))
