@@ -57,13 +57,13 @@ def test_rows_go_harmful_port_review_keep_delete_and_columns_join_releases_that_
     assert [o.name for o in ordered] == ["broken", "kept_but_broken", "ported", "reviewed", "kept", "deleted"]
     assert [o.advice.kind for o in ordered] == [
         AdviceKind.DELETE,
-        AdviceKind.KEEP,
+        AdviceKind.REVIEW,  # needed, then harmful: keeping it breaks the newest, deleting it the others
         AdviceKind.PORT,
         AdviceKind.REVIEW,
         AdviceKind.KEEP,
         AdviceKind.DELETE,
     ]
-    assert wording.title("C", ordered, wording.PLAIN) == "C: delete 2, port 1 and review 1 of 6 overrides"
+    assert wording.title("C", ordered, wording.PLAIN) == "C: delete 2, port 1 and review 2 of 6 overrides"
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ NEW, VANISHED, FLIPPED = ChangeKind.NEW, ChangeKind.VANISHED, ChangeKind.FLIPPED
 CHANGED, APPEARED, GONE = ChangeKind.CHANGED, ChangeKind.APPEARED, ChangeKind.GONE
 CONCLUDED, NEW_OVERRIDE, GONE_OVERRIDE = ChangeKind.CONCLUDED, ChangeKind.NEW_OVERRIDE, ChangeKind.GONE_OVERRIDE
 SCHEMAS = (1, 2)  # of the report JSON, both readable as a baseline
-INFORMING = ("reached", "warnings")  # observations that never fail a baseline check, whatever they carry
+INFORMING = ("reached", "lines", "warnings")  # observations that never fail a baseline check, whatever they carry
 
 
 class BaselineError(BadInput):

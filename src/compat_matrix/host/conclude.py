@@ -33,8 +33,7 @@ from packaging.version import InvalidVersion, Version
 from compat_matrix.host.collect import SubjectRow
 from compat_matrix.host.shipped import ShippedChange, shipped_changes
 from compat_matrix.host.spec import Declared
-from compat_matrix.host.verdict import Judged, Verdict
-from compat_matrix.probes import registry
+from compat_matrix.host.verdict import INSPECTS, Judged, Verdict
 from compat_matrix.shared import evidence
 from compat_matrix.shared.results import METHOD, Observation, SubjectResult, failure_in
 from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind, ObservationName, VerdictKind
@@ -65,6 +64,12 @@ class Conclusion:
     contrasts: tuple[Contrast, ...] = ()  # in ORDER of their kinds
     why: str | None = None  # inconclusive, orphaned or could not run: the reason, as the cell said it
     context: str | None = None  # for one audited name among several: the context that carried it (evidence)
+
+    @property
+    def shipped_works(self) -> bool:
+        """Whether the class as shipped ran wherever deleting the override changes something: no contrast has an
+        error on its side (an override that behaves differently and breaks nothing does its job)."""
+        return not any(error_of(c.observation, c.observation.override) for c in self.contrasts)
 
 
 def error_of(observation: Observation, value: Any) -> str | None:
@@ -99,9 +104,6 @@ def from_contrasts(contrasts: list[Contrast]) -> Conclusion:
     return Conclusion(kind, tuple(sorted(contrasts, key=lambda c: ORDER.index(c.kind))))
 
 
-INSPECTS = frozenset(name for name, p in registry().items() if p.inspects)  # probes that read the class, not run it
-
-
 def _behaviour(contrasts: list[Contrast]) -> list[Contrast]:
     """The values that differ where the code ran and did not fail on one side: not warnings, not what a probe that
     only reads the class saw (a signature that cannot take what a release passes: the error itself shows it), not
@@ -129,7 +131,7 @@ def conclude(subject: SubjectResult | None, verdict: Verdict, titles: dict[str, 
     if verdict.verdict != VerdictKind.DIFFERS or subject is None:
         why = f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict
         return Conclusion(COULD_NOT_RUN, why=why)
-    differing = [o for o in subject.observations if o.carries and not o.same]
+    differing = [o for o in subject.observations if evidence.counts(o)]
     return from_contrasts([contrast(o, _title(o, titles)) for o in differing])
 
 
@@ -254,17 +256,20 @@ def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
         by_kind.setdefault(conclusion.kind, []).append(label)
     releases = tuple((kind, tuple(labels)) for kind, labels in by_kind.items())
     ran = set(by_kind) - {COULD_NOT_RUN}
+    everywhere = COULD_NOT_RUN not in by_kind  # Delete rests on every tested release: one that could not run may differ
     if not ran:
         return Advice(AdviceKind.REVIEW, releases)
     if ORPHANED in ran and ran & {NEEDED, DIFFERENTLY, HARMFUL}:
         return Advice(AdviceKind.PORT, releases)  # what it did on some release is gone on another
     if ORPHANED in ran and not ran - {ORPHANED, REDUNDANT}:
         # it did nothing on any tested release: Delete where another release shows that, else ask
-        return Advice(AdviceKind.DELETE if REDUNDANT in ran else AdviceKind.REVIEW, releases)
-    if NEEDED in ran:
+        return Advice(AdviceKind.DELETE if REDUNDANT in ran and everywhere else AdviceKind.REVIEW, releases)
+    if NEEDED in ran and HARMFUL not in ran:
         return Advice(AdviceKind.KEEP, releases)
     if ran <= {REDUNDANT, HARMFUL}:
-        return Advice(AdviceKind.DELETE, releases)
+        return Advice(AdviceKind.DELETE if everywhere else AdviceKind.REVIEW, releases)
+    if ran <= {NEEDED, DIFFERENTLY} and all(c.shipped_works for _, c in rows if c.kind == DIFFERENTLY):
+        return Advice(AdviceKind.KEEP, releases)  # it does its job wherever it ran: deleting it changes that
     return Advice(AdviceKind.REVIEW, releases)
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from compat_matrix.host import prerelease
 from compat_matrix.host.spec import Subject
+from compat_matrix.probes import registry
 from compat_matrix.shared import evidence
 from compat_matrix.shared.results import CellResult, Observation, SubjectResult, failure_in
 from compat_matrix.shared.vocabulary import RAN, ObservationName, Status, VerdictKind
@@ -27,6 +28,7 @@ if TYPE_CHECKING:  # the report's rows, which import pandas: the progress lines 
 OK = Status.OK
 SAME, DIFFERS = VerdictKind.SAME, VerdictKind.DIFFERS
 REACHED, ERROR, WARNINGS = ObservationName.REACHED, ObservationName.ERROR, ObservationName.WARNINGS
+INSPECTS = frozenset(name for name, p in registry().items() if p.inspects)  # probes that read the class, not run it
 FAMILIES = (None, "model", "trainer")  # subject kinds with probes of their own (compat_matrix.probes); None: unknown
 
 
@@ -62,6 +64,11 @@ def decide(subject: SubjectResult, cell: CellResult | None = None) -> Verdict:
         return Verdict(VerdictKind.NO_PROBE, f"no probe family covers a subject of this kind ({subject.kind})")
     if not subject.probes:
         return Verdict(VerdictKind.NO_PROBE, f"no probe exercises {_names(subject.methods)}")
+    broken = evidence.broken_as_shipped(subject, INSPECTS)
+    if broken is not None:
+        return Verdict(
+            Status.FAILS_AS_SHIPPED, f"every probe that runs it fails, with its overrides and without: {broken}"
+        )
     differing = [o for o in subject.observations if o.carries and not o.same]
     if differing:
         per_method = len(subject.methods) > 1 and any(o.without for o in differing)

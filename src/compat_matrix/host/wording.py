@@ -601,6 +601,10 @@ def reason(override: Override, order: Sequence[str], style: Style = MARKDOWN) ->
             return "deleting it changes nothing"
         fixed = f"the {style.text(error.split(':', 1)[0])}" if error else "what breaks"
         return f"fixes {fixed} on {on(HARMFUL)}" + ("; elsewhere changes nothing" if advice.on(REDUNDANT) else "")
+    if advice.kind == AdviceKind.KEEP and not advice.on(NEEDED):
+        _, titles, _ = _failing(override, DIFFERENTLY)
+        what = _listed([style.text(t) for t in titles[:2]]) + (" …" if len(titles) > 2 else "")
+        return f"it does its job: deleting it changes {what or 'what it does'} on {on(DIFFERENTLY)}"
     if advice.kind == AdviceKind.KEEP:
         _, titles, error = _failing(override, NEEDED)
         what = _listed([style.text(t) for t in titles[:2]]) or "a probe"
@@ -617,6 +621,10 @@ def reason(override: Override, order: Sequence[str], style: Style = MARKDOWN) ->
     if advice.caveat:
         kinds = [f"{k} on {on(k)}" for k in (REDUNDANT, HARMFUL) if advice.on(k)]
         return f"{'; '.join(kinds)}, but {style.text(advice.caveat)}"
+    ran = {kind for kind, _ in advice.releases} - {COULD_NOT_RUN}
+    if advice.on(COULD_NOT_RUN) and ran <= {REDUNDANT, HARMFUL, ORPHANED}:
+        kinds = [f"{k} on {on(k)}" for k in (REDUNDANT, HARMFUL, ORPHANED) if advice.on(k)]
+        return f"{'; '.join(kinds)}, but it could not run on {on(COULD_NOT_RUN)}: delete it once it runs there"
     said = []
     if advice.on(HARMFUL) and advice.on(NEEDED):
         said.append(f"harmful on {on(HARMFUL)}, needed on {on(NEEDED)}")
