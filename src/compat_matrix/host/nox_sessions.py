@@ -131,8 +131,7 @@ def cell_session(run: Plan, matrix: plan.Matrix, cell: cells.Cell) -> None:
     def session_of_cell(session: nox.Session) -> None:
         pins, unpinned = (run.pins, run.unpinned) if run.pins is not None else planned_now(matrix, cell)
         if cell.id in unpinned and PRE in cell.requested.values():  # no requirement says "the newest pre-release"
-            result = envs.write_skipped(matrix.spec, cell, matrix.reports, unpinned[cell.id])
-            session.log(progress.line(result))
+            session.log(progress.line(envs.write_skipped(matrix.spec, cell, matrix.reports, unpinned[cell.id])))
             return
         if cell.id in unpinned:
             session.log(
@@ -152,7 +151,12 @@ def cell_session(run: Plan, matrix: plan.Matrix, cell: cells.Cell) -> None:
         envs.write_unavailable(matrix.spec, cell, matrix.reports)
         session.error(f"{cell.id} could not run: {envs.NO_INTERPRETER}: python {cell.python}")
 
-    if cell.python and not envs.python_available(cell.python):
+    def skipped(session: nox.Session) -> None:
+        session.log(progress.line(envs.write_skipped(matrix.spec, cell, matrix.reports, run.unpinned[cell.id])))
+
+    if run.pins is not None and cell.id in run.unpinned and PRE in cell.requested.values():
+        nox.session(name=cell.id, python=False, default=False, allow_parallel=True)(skipped)  # no environment
+    elif cell.python and not envs.python_available(cell.python):
         nox.session(name=cell.id, python=False, default=False, allow_parallel=True)(unavailable)
     else:
         nox.session(name=cell.id, python=cell.python, default=False, allow_parallel=True)(session_of_cell)
