@@ -20,7 +20,7 @@ from compat_matrix.host.resolve import check_axes, lookup, resolve
 from compat_matrix.host.spec import Axis, MatrixError, load
 from compat_matrix.shared.results import CellResult
 from compat_matrix.shared.vocabulary import ConclusionKind, Status
-from conftest import INDEX, answer, default_matrix_variant
+from conftest import INDEX, ROOT, answer, default_matrix_variant, run_matrix
 from test_report import HOSTILE, SPEC, observations, result
 
 RC = "5.25.0rc1"
@@ -249,3 +249,24 @@ def _subject(override: Override):
     from compat_matrix.host.conclude import SubjectConclusions
 
     return SubjectConclusions("m:C", (), (), (override,))
+
+
+@pytest.mark.integration
+@pytest.mark.network
+def test_the_default_matrix_with_a_pre_release_column_runs_on_the_real_index(tmp_path):
+    """The default matrix with `pre` added, on today's index: a column of its own marked pre-release where the index
+    has a pre-release newer than every release, else a cell skipped with its reason; the run's exit code is the one
+    it has without it."""
+    values = ["4.57.x", "5.14.1", "5.x", "pre"]
+    done, report = run_matrix(default_matrix_variant(tmp_path, "char-causal-lm-checkpointing", values), tmp_path)
+    (pre,) = [c for c in report["cells"] if c["requested"]["transformers"] == "pre"]
+    if pre["status"] == Status.SKIPPED:
+        assert pre["reason"].startswith("no pre-release of transformers newer than ")
+    else:
+        version = pre["resolved"]["transformers"]
+        assert (
+            prerelease.is_pre(version)
+            and f"{version} (pre-release)" in (tmp_path / "char-causal-lm-checkpointing.md").read_text()
+        )
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert report["title"] == json.loads((ROOT / "reports" / "char-causal-lm-checkpointing.json").read_text())["title"]

@@ -4,8 +4,10 @@ never fail a run by themselves.
     newest(versions)            the release `pre` stands for: the newest pre-release, where it is newer than every
                                 release (`5.25.0rc1` beside 5.24.0), else None
     missing(package, versions)  why `pre` stands for nothing today, in one line
+    is_pre(version)             whether a version as written is a pre-release
     marked(version)             `5.25.0rc1 (pre-release)`: how a row's label names a pre-release
     early(requested, resolved)  whether a cell is an early warning: it asked for `pre`, or installed a pre-release
+    early_label(label)          the same, read off a row's label (the grid, baselines and --fail-on have no more)
 
 A cell that is an early warning runs like any other and is shown in a column of its own, but what it finds never
 changes the run's exit code: a release candidate that breaks an override is news, not yet a failure.
