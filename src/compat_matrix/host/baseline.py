@@ -13,6 +13,7 @@ version, and the release it replaced a vanished one. Two cells that installed th
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,33 @@ def load_report(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("schema") not in SCHEMAS or not isinstance(data.get("cells"), list):
         raise BaselineError(f"{path}: not a compat-matrix report of schema {' or '.join(map(str, SCHEMAS))}")
     return data
+
+
+def reports_in(paths: list[Path]) -> list[dict]:
+    """The reports named, and those in the folders named (any other JSON file there, a bisection's answer, is
+    not a report and is skipped)."""
+    found = []
+    for path in paths:
+        if not path.is_dir():
+            found.append(load_report(path))
+            continue
+        for file in sorted(path.glob("*.json")):
+            with contextlib.suppress(BaselineError):
+                found.append(load_report(file))
+    return found
+
+
+def baseline_for(path: Path, matrix: str) -> dict | None:
+    """The baseline report of `matrix`: the file `path`, or `<matrix>.json` in the folder `path` (None where the
+    folder has none)."""
+    if path.is_dir():
+        path = path / f"{matrix}.json"
+        if not path.exists():
+            return None
+    found = load_report(path)
+    if found.get("matrix") != matrix:
+        raise BadInput([f"--baseline {path}: a report of matrix {found.get('matrix')!r}, not {matrix!r}"])
+    return found
 
 
 def row(cell: dict[str, Any]) -> str:

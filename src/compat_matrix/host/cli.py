@@ -9,7 +9,6 @@ written to a file.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -18,8 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from compat_matrix import __version__
-from compat_matrix.host import bisection, exits, plan, render, resolve
-from compat_matrix.host.baseline import compare, failing, load_report
+from compat_matrix.host import bisection, exits, gh, plan, render, resolve
+from compat_matrix.host.baseline import baseline_for, compare, failing, load_report, reports_in
 from compat_matrix.host.exits import BadInput, Outcome
 from compat_matrix.host.spec import display_path, matrix_files
 
@@ -118,12 +117,12 @@ def cmd_watch(args: argparse.Namespace) -> Outcome:
 
     reports = reports_in(args.reports)
     try:
-        issues = gh_json(watch.LIST) if args.gh else issues_in(args.issues) if args.issues else []
-    except GhFailed as exc:
+        issues = gh.listed(watch.LIST) if args.gh else gh.issues_in(args.issues) if args.issues else []
+    except gh.Failed as exc:
         return Outcome(failed_checks=(str(exc),))
     decisions = []
     for new in reports:
-        old = baseline_of(args.baseline, new["matrix"])
+        old = baseline_for(args.baseline, new["matrix"])
         if old is None:
             print(f"{new['matrix']}: no baseline in {args.baseline}: commit its report to watch it", file=sys.stderr)
         issue = watch.open_issue(new["matrix"], issues)
@@ -136,82 +135,10 @@ def cmd_watch(args: argparse.Namespace) -> Outcome:
         print(f"{decision.matrix}: {decision.action}" + (f": {decision.title}" if decision.title else ""))
         try:
             for command, stdin in watch.gh_calls(decision):
-                gh(command, stdin)
-        except GhFailed as exc:
+                gh.run(command, stdin)
+        except gh.Failed as exc:
             failed.append(str(exc))
     return Outcome(failed_checks=tuple(failed))
-
-
-class GhFailed(Exception):
-    """A `gh` call that failed: its first words and its last line of output."""
-
-
-def gh(command: list[str], stdin: str | None = None) -> str:
-    """Run one `gh` command line; its standard output."""
-    import subprocess
-
-    try:
-        given = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}  # never the job's own stdin
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120, **given)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise GhFailed(f"{' '.join(command[:3])}: {exc}") from None
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip().splitlines()
-        raise GhFailed(f"{' '.join(command[:3])}: exit {done.returncode}" + (f": {said[-1]}" if said else ""))
-    return done.stdout
-
-
-def gh_json(command: list[str]) -> list[dict]:
-    """The list of issues `gh issue list --json` prints."""
-    try:
-        found = json.loads(gh(command) or "[]")
-    except ValueError as exc:
-        raise GhFailed(f"{' '.join(command[:3])}: not JSON ({exc})") from None
-    if not issue_list(found):
-        raise GhFailed(f"{' '.join(command[:3])}: not a list of issues")
-    return found
-
-
-def issue_list(found: object) -> bool:
-    return isinstance(found, list) and all(isinstance(i, dict) and "number" in i for i in found)
-
-
-def issues_in(path: Path) -> list[dict]:
-    """The open issues in a file, as `gh issue list --json number,title,body` writes them."""
-    try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BadInput([f"--issues {path}: cannot read it ({exc})"]) from None
-    if not issue_list(found):
-        raise BadInput([f"--issues {path}: not a list of issues, as `gh issue list --json number,title,body` writes"])
-    return found
-
-
-def reports_in(paths: list[Path]) -> list[dict]:
-    """The reports named, and those in the folders named (any other JSON file there, a bisection's answer, is
-    not a report and is skipped)."""
-    found = []
-    for path in paths:
-        if not path.is_dir():
-            found.append(load_report(path))
-            continue
-        for file in sorted(path.glob("*.json")):
-            with contextlib.suppress(BadInput):
-                found.append(load_report(file))
-    return found
-
-
-def baseline_of(path: Path, matrix: str) -> dict | None:
-    """The baseline report of `matrix`: the file `path`, or `<matrix>.json` in the folder `path` (None where the
-    folder has none)."""
-    if path.is_dir():
-        path = path / f"{matrix}.json"
-        if not path.exists():
-            return None
-    found = load_report(path)
-    if found.get("matrix") != matrix:
-        raise BadInput([f"--baseline {path}: a report of matrix {found.get('matrix')!r}, not {matrix!r}"])
-    return found
 
 
 def cmd_list(args: argparse.Namespace) -> Outcome:
