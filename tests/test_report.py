@@ -136,7 +136,7 @@ def test_json_has_every_contract_key():
     assert data["schema"] == 2 and data["matrix"] == "demo"
     assert data["title"] == "CharacterCausalLMWrapper: review both overrides"  # no Delete: 99.0 could not run
     assert data["status"] == "could not run"  # 99.0 did not install
-    assert data["counts"] == {"Delete": 0, "Keep": 0, "Review": 2, "Port": 0}
+    assert data["counts"] == {"Delete": 0, "Keep": 0, "Review": 2, "Port": 0, "Fix": 0}
     enable, disable = data["overrides"]
     assert enable == {
         "target": TARGET,

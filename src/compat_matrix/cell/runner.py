@@ -24,6 +24,7 @@ import inspect
 import json
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -100,6 +101,7 @@ def pair(probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[Observ
                     probe.carrying(name),
                     () if shipped_only else _per_name(by_variant, variants.WITHOUT, name),
                     () if shipped_only else _per_name(by_variant, variants.ONLY, name),
+                    () if shipped_only else _per_name(by_variant, variants.FIXED, name),
                 )
             )
     return observations
@@ -331,7 +333,7 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     # deleting X alone already changed something.
     batches: list[Callable[[], list[str]]] = [
         lambda: everything[:2],
-        lambda: [v for v in everything if v.startswith(variants.WITHOUT)],
+        lambda: [v for v in everything if v.startswith(variants.WITHOUT)] + fixable(cls, methods, runs),
         lambda: [v for v in everything if v.startswith(variants.ONLY)],
         lambda: together(done, probes, runs),
     ]
@@ -456,6 +458,24 @@ def _to_run(variant: str, probes: list[Probe], runs: dict[str, dict[str, Values]
     reference = runs[chosen.reference]
     ran = {p.name for p in probes if set(chosen.names) & set(reference.get(p.name, {}).get(REACHED, ()))}
     return [p for p in probes if p.name in differed | ran]
+
+
+def fixable(cls: type, methods: tuple[str, ...], runs: dict[str, dict[str, Values]]) -> list[str]:
+    """`fixed X` for each audited function that transformers calls, on this release, with arguments it cannot
+    take: the class as shipped raised the TypeError of a call it cannot bind, or transformers' calls of it (the
+    `transformers_calls` probe) pass what its signature cannot take. The variant verifies the Fix."""
+    shipped = runs.get(variants.OVERRIDE, {})
+    said = json.dumps(shipped)
+    found = []
+    for name in methods:
+        calls = (shipped.get("transformers_calls") or {}).get(name) or {}
+        cannot_bind = re.search(rf"\b{re.escape(name)}\(\) ({CANNOT_BIND})", said)
+        if (cannot_bind or calls.get("cannot_take")) and inspect.isfunction(vars(cls).get(name)):
+            found.append(variants.FIXED + name)
+    return found
+
+
+CANNOT_BIND = "got an unexpected keyword argument|takes \\d+ positional arguments? but|got multiple values for argument"
 
 
 def together(subject: SubjectResult, probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[str]:

@@ -20,7 +20,7 @@ from compat_matrix.host.conclude import COULD_NOT_RUN, OnRelease, Override, Subj
 from compat_matrix.host.prerelease import early_label
 from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind
 
-ORDER = (AdviceKind.PORT, AdviceKind.REVIEW, AdviceKind.KEEP, AdviceKind.DELETE)  # after the harmful ones
+ORDER = (AdviceKind.FIX, AdviceKind.PORT, AdviceKind.REVIEW, AdviceKind.KEEP, AdviceKind.DELETE)  # after harmful
 
 
 def rank(override: Override) -> int:

@@ -85,6 +85,7 @@ class Observation:
     carries: bool = True
     without: tuple[tuple[str, Any], ...] = ()
     alone: tuple[tuple[str, Any], ...] = ()
+    fixed: tuple[tuple[str, Any], ...] = ()  # (name, value) with that override widened as a Fix proposes
 
     @property
     def same(self) -> bool:
@@ -99,14 +100,16 @@ class Observation:
             "carries": self.carries,
             "base_without": dict(self.without),
             "kept_alone": dict(self.alone),
+            **({"fixed": dict(self.fixed)} if self.fixed else {}),
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Observation:
         without = tuple(data.get("base_without", {}).items())
         alone = tuple(data.get("kept_alone", {}).items())
+        fixed = tuple(data.get("fixed", {}).items())
         carries = data.get("carries", True)
-        return cls(data["probe"], data["name"], data["override"], data["base"], carries, without, alone)
+        return cls(data["probe"], data["name"], data["override"], data["base"], carries, without, alone, fixed)
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,7 @@ class AdviceKind(StrEnum):
     KEEP = "Keep"
     REVIEW = "Review"
     PORT = "Port"  # a release stopped using it: what it provided is gone there
+    FIX = "Fix"  # it breaks a release that calls it with what it cannot take, and does something elsewhere
 
 
 class ObservationName(StrEnum):
