@@ -31,6 +31,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from compat_matrix.host.collect import SubjectRow
+from compat_matrix.host.prerelease import early_label
 from compat_matrix.host.shipped import ShippedChange, shipped_changes
 from compat_matrix.host.spec import Declared
 from compat_matrix.host.verdict import INSPECTS, Judged, Verdict
@@ -336,6 +337,8 @@ def advise(rows: Sequence[tuple[str, Conclusion]], caveat: str | None = None) ->
 
 
 def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
+    # a pre-release that did not run (none to stand for, or it would not install) is no tested release
+    rows = [(label, c) for label, c in rows if not (c.kind == COULD_NOT_RUN and early_label(label))]
     by_kind: dict[ConclusionKind, list[str]] = {}
     for label, conclusion in rows:
         by_kind.setdefault(conclusion.kind, []).append(label)
