@@ -24,6 +24,7 @@ import inspect
 import json
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -41,6 +42,7 @@ from compat_matrix.cell.observe import BUILDS_ON, DEFAULT_TIMEOUT, ProbeTimeout,
 from compat_matrix.cell.probes import (
     ANY,
     ERROR,
+    LINES,
     MODEL,
     PREWARM,
     REACHED,
@@ -64,6 +66,7 @@ from compat_matrix.shared.results import (
     THROUGH,
     TIMED_OUT,
     CellResult,
+    Code,
     Discovery,
     Observation,
     Override,
@@ -89,6 +92,7 @@ def pair(probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[Observ
         if set(names) <= {REACHED}:
             continue  # nothing to look at for this subject (no setter to call, say): no observation at all
         for name in names:
+            shipped_only = name == LINES  # watched on the class as shipped alone
             observations.append(
                 Observation(
                     probe.name,
@@ -96,8 +100,9 @@ def pair(probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[Observ
                     by_variant[variants.OVERRIDE].get(name),
                     by_variant[variants.BASE].get(name),
                     probe.carrying(name),
-                    _per_name(by_variant, variants.WITHOUT, name),
-                    _per_name(by_variant, variants.ONLY, name),
+                    () if shipped_only else _per_name(by_variant, variants.WITHOUT, name),
+                    () if shipped_only else _per_name(by_variant, variants.ONLY, name),
+                    () if shipped_only else _per_name(by_variant, variants.FIXED, name),
                 )
             )
     return observations
@@ -282,7 +287,7 @@ def run_variant(
     for probe in probes:
         progress.write_text(f"{probe.name} ({variant})")
         try:
-            values[probe.name] = call_probe(probe, build, timeout, watched)
+            values[probe.name] = call_probe(probe, build, timeout, watched, lines=variant == variants.OVERRIDE)
         except ProbeTimeout as exc:
             return {"values": values, "timed_out": f"{probe.name} ({variant}): {exc}"}
     return {"values": values, "timed_out": None}
@@ -344,7 +349,7 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     prepare(methods)
     gc.freeze()
     orphans = tuple((name, why) for name in methods if (why := orphaned(cls, name)))
-    failed = replace(failed, orphaned=orphans)
+    failed = replace(failed, orphaned=orphans, code=watch(cls, methods))
     probes = probes_for(methods, failed.kind)
     exercised = {m for p in probes for m in p.exercises}
     unprobed = tuple(m for m in methods if m not in exercised and ANY[0] not in exercised)
@@ -366,7 +371,7 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     # deleting X alone already changed something.
     batches: list[Callable[[], list[str]]] = [
         lambda: everything[:2],
-        lambda: [v for v in everything if v.startswith(variants.WITHOUT)],
+        lambda: [v for v in everything if v.startswith(variants.WITHOUT)] + fixable(cls, methods, runs),
         lambda: [v for v in everything if v.startswith(variants.ONLY)],
         lambda: together(done, probes, runs),
     ]
@@ -405,6 +410,24 @@ def unloadable(key: str, ref: str, exc: BaseException) -> str:
 
 IMPORT_FAILED = "import-failed"  # a subject's class, or a transformers module the probes need, cannot be imported
 COULD_NOT_BUILD = "could-not-build"  # the default factory cannot make the subject tiny: it needs a factory
+
+
+def watch(cls: type, methods: tuple[str, ...]) -> tuple[Code, ...]:
+    """Instrumented copies of each audited name's functions as shipped and of its base implementation, swapped in
+    before the variants are forked (compat_matrix.cell.tracing.install); the code as shipped, statement by
+    statement, of each audited method whose every function has a copy."""
+    code = []
+    for name in methods:
+        base = variants.base_of(cls, name)
+        if base is not None:
+            tracing.install(vars(base)[name])
+        shipped = vars(variants.owner(cls, name) or cls)[name]  # the subject's, or its abstract base's
+        units = tracing.install(shipped)
+        if tracing.functions(shipped) and len(units) == len(tracing.functions(shipped)):
+            found = [unit for copy in units.values() for unit in copy]
+            file = found[0].file if found else ""
+            code.append(Code(name, file, tuple((u.key, u.statements) for u in found)))
+    return tuple(code)
 
 
 def unbuildable(
@@ -475,13 +498,39 @@ def _to_run(variant: str, probes: list[Probe], runs: dict[str, dict[str, Values]
     chosen = variants.Variant(variant)
     if chosen.method is None:
         return probes
+    if variant.startswith(variants.FIXED):  # only where the class as shipped could not bind a call of it
+        bound = _cannot_bind(chosen.method)
+        return [p for p in probes if bound.search(json.dumps(runs[variants.OVERRIDE].get(p.name, {})))]
     observed = pair(probes, runs)
     if chosen.reference == variants.BASE and any(_deleting_changes(o, chosen.method) for o in observed):
         return []  # deleting it from the class as shipped changes something: that context decides (evidence.judge)
     differed = {o.probe for o in observed if o.carries and not o.same}
-    reference = runs[chosen.reference]
-    ran = {p.name for p in probes if set(chosen.names) & set(reference.get(p.name, {}).get(REACHED, ()))}
+    # Where the name ran, as shipped or as its base implementation with all deleted (code that calls it only when
+    # it is the base's, after an identity check, runs it there), the variant may differ; elsewhere it runs the code
+    # of the variant it is compared with.
+    seen = (runs[variants.OVERRIDE], runs[variants.BASE])
+    ran = {p.name for p in probes if any(set(chosen.names) & set(r.get(p.name, {}).get(REACHED, ())) for r in seen)}
     return [p for p in probes if p.name in differed | ran]
+
+
+def fixable(cls: type, methods: tuple[str, ...], runs: dict[str, dict[str, Values]]) -> list[str]:
+    """`fixed X` for each audited function that transformers calls, on this release, with arguments it cannot
+    take: the class as shipped raised the TypeError of a call it cannot bind. The variant verifies the Fix there,
+    in those probes."""
+    said = json.dumps(runs.get(variants.OVERRIDE, {}))
+    return [
+        variants.FIXED + name
+        for name in methods
+        if _cannot_bind(name).search(said) and inspect.isfunction(vars(variants.owner(cls, name) or cls).get(name))
+    ]
+
+
+CANNOT_BIND = "got an unexpected keyword argument|takes \\d+ positional arguments? but|got multiple values for argument"
+
+
+def _cannot_bind(name: str) -> re.Pattern[str]:
+    """The TypeError of a call of `name` that its signature cannot bind."""
+    return re.compile(rf"\b{re.escape(name)}\(\) ({CANNOT_BIND})")
 
 
 def together(subject: SubjectResult, probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[str]:

@@ -1,16 +1,18 @@
-"""Turning the subject class into a variant, in place, in the child that runs it: delete audited names, or put a
-broken version of one in its place (compat_matrix.shared.variants names the variants).
+"""Turning the subject class into a variant, in place, in the child that runs it: delete audited names, put a
+broken version of one in its place, or widen one as a Fix proposes (compat_matrix.shared.variants names the
+variants).
 
-An audited name is deleted where it is defined: on the subject class, or on the class of the subject's own library
-it inherits it from (an abstract base that cannot be built itself, `BaseTrainer`, audited through the concrete
-subclasses users build). Deleting it there is what deleting it from the library's source does.
+An audited name is deleted (or changed) where it is defined: on the subject class, or on the class of the subject's
+own library it inherits it from (an abstract base that cannot be built itself, `BaseTrainer`, audited through the
+concrete subclasses users build). Deleting it there is what deleting it from the library's source does.
 """
 
 from __future__ import annotations
 
-from compat_matrix.cell import mutants
+from compat_matrix.cell import fixes, mutants
 from compat_matrix.shared.variants import (
     BASE,
+    FIXED,
     ONLY,
     OVERRIDE,
     TOGETHER,
@@ -23,6 +25,7 @@ from compat_matrix.shared.variants import (
 
 __all__ = [
     "BASE",
+    "FIXED",
     "ONLY",
     "OVERRIDE",
     "TOGETHER",
@@ -81,6 +84,10 @@ def apply(cls: type, variant: str, methods: tuple[str, ...]) -> type:
         method, name = broken_parts(variant)
         base = vars(base_of(cls, method))[method]
         setattr(owner(cls, method), method, mutants.for_method(method)[name](base))
+        return cls
+    if chosen.name.startswith(FIXED):
+        if not fixes.widen(owner(cls, chosen.method) or cls, chosen.method):
+            raise VariantError(f"{cls.__qualname__}.{chosen.method} cannot be widened: not a function of its own")
         return cls
     owners = [(owner(cls, name), name) for name in chosen.deleted(methods)]  # before any is deleted
     for klass, name in owners:
