@@ -238,6 +238,9 @@ def first_screen(report: Report) -> list[str]:
         for row in grid.rows
     ]
     out += [table(["override", *columns, "advice"], rows), "", inline(wording.legend(grid.kinds)), ""]
+    stopped = wording.could_not_run(overrides, order)
+    if stopped:
+        out += [inline(stopped), ""]
     deprecated = wording.deprecated_line(overrides, order, grid.several)
     if deprecated:
         out += [inline(deprecated), ""]

@@ -552,6 +552,29 @@ def _listed(items: Sequence[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
 
 
+def could_not_run(overrides: Sequence[Override], order: Sequence[str], style: Style = MARKDOWN) -> str:
+    """One line for the classes that could not run on some tested releases but ran on others (their grid rows say
+    what ran, not why the rest did not): per cause and releases, the classes, so that a comment cut to its first
+    screen still says it (`on 5.24.0, AdapterTrainer, AlbertAdapterModel and 25 more: import-failed: …`)."""
+    alike: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for o in overrides:
+        if o.advice.nothing_ran:
+            continue  # its row says why
+        whys: dict[str, list[str]] = {}
+        for label, c in o.by_release:
+            if c.kind == COULD_NOT_RUN and c.why:
+                whys.setdefault(c.why, []).append(label)
+        for why, labels in whys.items():
+            classes = alike.setdefault((why, tuple(labels)), [])
+            if name_of_subject(o.target, style) not in classes:
+                classes.append(name_of_subject(o.target, style))
+    said = []
+    for (why, labels), classes in alike.items():
+        who = _listed(classes) if len(classes) <= CAUTIONS else f"{', '.join(classes[:2])} and {len(classes) - 2} more"
+        said.append(f"on {versions_text(labels, order)}, {who}: {style.text(why[:ERROR_SHOWN])}")
+    return f"{style.strong('Could not run:')} " + "; ".join(said) + "." if said else ""
+
+
 def caution(overrides: Sequence[Override], order: Sequence[str], several: bool, style: Style = MARKDOWN) -> str:
     """One line when an override is harmful somewhere: what breaks, the error, and that deleting it fixes that.
     Overrides that break alike (the same error on the same releases) are said together."""
