@@ -311,7 +311,8 @@ def sentence_transformer_trainer(cls):
         output_dir=tempfile.mkdtemp(prefix="st-trainer-"), max_steps=2, per_device_train_batch_size=2,
         per_device_eval_batch_size=2, report_to="none", save_strategy="no", use_cpu=True, seed=0, disable_tqdm=True,
     )
-    rows = Dataset.from_dict({"anchor": [f"w{i} w{i + 1}" for i in range(4)], "positive": [f"w{i}" for i in range(4)]})
+    rows = Dataset.from_dict({"anchor": [f"w{i} w{i + 1}" for i in range(4)], "positive": [f"w{i}" for i in range(4)],
+                              "score": [1.0, 0.0, 1.0, 0.0]})  # what its default loss, CoSENT, reads
     return cls(model=model, args=args, train_dataset=rows, eval_dataset=rows)
 """
 
