@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from compat_matrix.host import wording
+from compat_matrix.host import first_screen as screens
+from compat_matrix.host import health, wording
 from compat_matrix.host.baseline import Change, failing
 from compat_matrix.host.collect import Collected
 from compat_matrix.host.conclude import Concluded, Override, RangeCheck, SubjectConclusions
@@ -41,6 +42,7 @@ BASE_MEANING = (
 )
 EVIDENCE = "<details><summary>Evidence"  # where the collapsed parts start: truncate cuts them first
 VERSIONS = "<details><summary>Versions"
+WHOLE_GRID = "<details><summary>The whole grid"  # where the first screen shows only the rows that ask for action
 TRUNCATED = (
     "*Details cut to fit. The full report, with every observation, is in the uploaded reports "
     "(`reports/<name>.md`, `.json` and `.csv`).*"
@@ -77,6 +79,12 @@ class Report:
     found: dict[str, tuple[Discovery, ...]] = field(default_factory=dict)
     # per subject: whether each declared range is honest (where an axis sweeps one)
     ranges: dict[str, tuple[RangeCheck, ...]] = field(default_factory=dict)
+    health: tuple[health.Breakage, ...] = ()  # what breaks for the class as shipped (or the cell), and where
+    screen: screens.Screen | None = None  # what the first screen holds; None: the whole grid, nothing grouped
+
+    @property
+    def first(self) -> screens.Screen:
+        return self.screen or screens.Screen(False, self.grid, (), self.grid)
 
     @property
     def order(self) -> list[str]:
@@ -85,7 +93,12 @@ class Report:
 
     @property
     def title(self) -> str:
-        return wording.title(self.name, [row.override for row in self.grid.rows], PLAIN)
+        return self.title_in(PLAIN)
+
+    def title_in(self, style: wording.Style) -> str:
+        """What breaks and where, then what to do with the audited overrides."""
+        counts = wording.title(self.name, [row.override for row in self.grid.rows], style)
+        return health.title(self.name, counts, self.first.said, self.order, style)
 
     @property
     def name(self) -> str:
@@ -181,7 +194,8 @@ def versions_table(collected: Collected) -> str:
 
 
 def markdown(report: Report) -> str:
-    out = [f"# {inline(wording.title(report.name, [row.override for row in report.grid.rows]))}", ""]
+    out = [f"# {inline(report.title_in(MARKDOWN))}", ""]
+    out += health_lines(report)
     if report.unmet:
         out += ["**Unmet expectations**", "", *(f"- {escape(line)}" for line in report.unmet), ""]
     if report.failed_on:
@@ -194,6 +208,7 @@ def markdown(report: Report) -> str:
         out += [f"- {escape(str(c))}" for c in report.changes] or ["No changes."]
         out += [""]
     out += summary_tables(report)
+    out += whole_grid(report)
     for subject in sorted(report.meta.subjects, key=lambda s: _first_row(report.grid, s.target)):
         out += evidence_section(report, subject)
     out += [f"{VERSIONS}</summary>", "", versions_table(report.collected), ""]
@@ -218,34 +233,63 @@ def context_lines(report: Report) -> list[str]:
     return [part for line in out for part in (line, "")]
 
 
-def first_screen(report: Report) -> list[str]:
-    """The caution, the grid and its legend, deprecations, and what the class as shipped does across releases."""
-    grid, order = report.grid, report.order
-    overrides = [row.override for row in grid.rows]
-    out = []
-    caution = wording.caution(overrides, order, grid.several)
-    if caution:
-        out += [inline(caution), ""]
+def health_lines(report: Report) -> list[str]:
+    """What breaks that the title does not name, a line each."""
+    below = health.below(report.first.said)
+    return [*(f"- {inline(health.sentence(s, report.order))}" for s in below), ""] if below else []
+
+
+def said_errors(report: Report) -> frozenset[str]:
+    """The errors the release's health says at the top: said once."""
+    return frozenset(s.error for s in report.first.said)
+
+
+def grid_table(report: Report, grid: Grid) -> list[str]:
+    """A grid of rows, with its legend."""
+    order, above = report.order, health.said_above(report.health)
     columns = [versions_text(list(c), order, axis=i == 0) for i, c in enumerate(grid.columns)]
     rows = [
         [
             Md(wording.name_of(row.override, grid.several) + (" (nothing audited)" if row.nothing_audited else "")),
             *(wording.cell(kind) for kind in row.cells),
-            Md(f"**{row.override.advice.kind}**: {wording.reason(row.override, order)}"),
+            Md(f"**{row.override.advice.kind}**: {wording.reason(row.override, order, above=above)}"),
         ]
         for row in grid.rows
     ]
-    out += [table(["override", *columns, "advice"], rows), "", inline(wording.legend(grid.kinds)), ""]
+    return [table(["override", *columns, "advice"], rows), "", inline(wording.legend(grid.kinds)), ""]
+
+
+def first_screen(report: Report) -> list[str]:
+    """The caution, the grid (where grouped, the rows that ask for action, and a line per cause for the rest) and
+    its legend, deprecations, and what the class as shipped does across releases."""
+    screen, order = report.first, report.order
+    grid = screen.full
+    overrides = [row.override for row in grid.rows]
+    out = []
+    caution = wording.caution(overrides, order, grid.several, above=said_errors(report))
+    if caution:
+        out += [inline(caution), ""]
+    out += grid_table(report, screen.grid) if screen.grid.rows else []
+    if screen.groups:
+        out += [*(f"- {inline(screens.line(g, order, grid.several))}" for g in screen.groups), ""]
     deprecated = wording.deprecated_line(overrides, order, grid.several)
     if deprecated:
         out += [inline(deprecated), ""]
     shipped = [
         (f"{wording.name_of_subject(answer.target)}: " if grid.several else "") + line
         for answer in report.subjects.values()
-        for line in wording.shipped_lines(answer, order, MARKDOWN, explained=explained(answer))
+        for line in wording.shipped_lines(answer, order, MARKDOWN, explained=explained(answer) | said_errors(report))
     ]
     out += [*(f"- {inline(line)}" for line in shipped), ""] if shipped else []
     return out
+
+
+def whole_grid(report: Report) -> list[str]:
+    """Collapsed, where the first screen shows only the rows that ask for action: every row."""
+    if not report.first.grouped:
+        return []
+    count = sum(not row.nothing_audited for row in report.grid.rows)
+    return [f"{WHOLE_GRID}: {count} overrides</summary>", "", *grid_table(report, report.grid), "</details>", ""]
 
 
 def explained(answer: SubjectConclusions) -> frozenset[str]:
@@ -295,9 +339,11 @@ def evidence_section(report: Report, subject: Subject) -> list[str]:
     whose = f" for <code>{html.escape(subject.target.rsplit(':', 1)[-1])}</code>" if several else ""
     out = [f"{EVIDENCE}{whose}: what differs, per override</summary>", ""]
     axis = _axis(order)
-    for override in sorted(answer.overrides, key=lambda o: report.grid.rows.index(_row(report.grid, o))):
-        found = wording.what_differs(override, order)
-        out += [f"**{wording.name_of(override, False)}** ({str(override.advice.kind).lower()})", ""]
+    above = health.said_above(report.health, PLAIN)
+    ordered = sorted(answer.overrides, key=lambda o: report.grid.rows.index(_row(report.grid, o)))
+    for overrides, found in wording.alike([(o, wording.what_differs(o, order, above=above)) for o in ordered]):
+        names = ", ".join(wording.name_of(o, False) for o in overrides)
+        out += [f"**{names}** ({str(overrides[0].advice.kind).lower()})", ""]
         if found.rows:
             out += [table([axis, "call", "with override", "deleted"], [list(r) for r in found.rows]), ""]
         notes = [
@@ -362,6 +408,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "command": report.meta.command,
         "exclude_newer": report.meta.exclude_newer,
         "title": report.title,
+        "health": [health_json(b) for b in report.health],
         "status": report.status,
         "counts": report.grid.counts(),
         "fail_on": [str(k) for k in report.fail_on],
@@ -399,6 +446,16 @@ def report_json(report: Report) -> dict[str, Any]:
     if report.changes is not None:
         data["changes_since_baseline"] = [c.to_json() for c in report.changes]
     return data
+
+
+def health_json(breakage: health.Breakage) -> dict[str, Any]:
+    """What breaks for one class as shipped (`target` null: the cell itself), at which stage, where and with what."""
+    return {
+        "target": breakage.target,
+        "releases": list(breakage.releases),
+        "stage": str(breakage.stage),
+        "error": breakage.error,
+    }
 
 
 def override_json(override: Override, order: Sequence[str], several: bool = False) -> dict[str, Any]:
@@ -495,20 +552,27 @@ def inert(text: str) -> str:
 
 
 def truncate(markdown: str, limit: int) -> str:
-    """`markdown` in at most `limit` bytes (UTF-8): the evidence goes first, then the versions; the first screen
-    (the title, the grid, the caution and the tables) stays as long as it fits, and is cut at a line, with the
-    note, only when it alone does not."""
+    """`markdown` in at most `limit` bytes (UTF-8): the evidence goes first, then the versions, then the whole grid
+    (where the first screen shows only the rows that ask for action); the first screen (the title, the grid, the
+    caution and the tables) stays as long as it fits, and is cut at a line, with the note, only when it alone does
+    not."""
     if len(markdown.encode()) <= limit:
         return markdown
     head, found, rest = markdown.partition(f"\n{EVIDENCE}")
     if not found:  # no evidence: cut before the versions
         head, found, rest = markdown.partition(f"\n{VERSIONS}")
     _, versions, tail = rest.partition(f"\n{VERSIONS}")
-    for candidate in (f"{head}\n{TRUNCATED}\n\n{VERSIONS}{tail}" if versions else "", f"{head}\n{TRUNCATED}\n"):
+    screen = head.partition(f"\n{WHOLE_GRID}")[0]
+    candidates = (
+        f"{head}\n{TRUNCATED}\n\n{VERSIONS}{tail}" if versions else "",
+        f"{head}\n{TRUNCATED}\n",
+        f"{screen}\n{TRUNCATED}\n",
+    )
+    for candidate in candidates:
         if candidate and len(candidate.encode()) <= limit:
             return candidate
     kept, size = [], len(TRUNCATED.encode()) + 2
-    for line in head.splitlines():
+    for line in screen.splitlines():
         size += len(line.encode()) + 1
         if size > limit:
             break
