@@ -203,23 +203,28 @@ def who(statement: Statement, style: Style = MARKDOWN) -> str:
     return f"{', '.join(names[: NAMED - 1])} and {len(names) - NAMED + 1} more classes"
 
 
+SENTENCES = {
+    Stage.IMPORT: "{who} cannot be imported with {where} ({error})",
+    Stage.BUILD: "{who} cannot be built on {where} ({error})",
+    Stage.RUN: "{who} {fails} as shipped on {where} ({error})",
+    Stage.INSTALL: "{where} could not be installed ({error})",
+    Stage.CELL: "the cell of {where} could not run ({error})",
+}
+
+
 def sentence(
     statement: Statement, order: Sequence[str], style: Style = MARKDOWN, limit: int | None = None, axis: bool = True
 ) -> str:
     """`mylib cannot be imported with transformers 5.24.0 (ImportError: …)`: one statement, its error cut to
     `limit` characters (None: as it is), the releases without their axis' name unless `axis`."""
     error = statement.error if limit is None or len(statement.error) <= limit else statement.error[: limit - 1] + "…"
-    where, said = versions_text(statement.releases, order, axis), style.text(error)
     several = len(statement.targets) > 1 and statement.library is None
-    if statement.stage == Stage.IMPORT:
-        return f"{who(statement, style)} cannot be imported with {where} ({said})"
-    if statement.stage == Stage.BUILD:
-        return f"{who(statement, style)} cannot be built on {where} ({said})"
-    if statement.stage == Stage.RUN:
-        return f"{who(statement, style)} {'fail' if several else 'fails'} as shipped on {where} ({said})"
-    if statement.stage == Stage.INSTALL:
-        return f"{where} could not be installed ({said})"
-    return f"the cell of {where} could not run ({said})"
+    return SENTENCES[statement.stage].format(
+        who=who(statement, style),
+        where=versions_text(statement.releases, order, axis),
+        error=style.text(error),
+        fails="fail" if several else "fails",
+    )
 
 
 def headline(said: Sequence[Statement], order: Sequence[str], style: Style = MARKDOWN) -> str:

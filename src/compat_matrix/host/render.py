@@ -409,6 +409,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "exclude_newer": report.meta.exclude_newer,
         "title": report.title,
         "health": [health_json(b) for b in report.health],
+        "groups": [group_json(g, report) for g in report.first.groups],
         "status": report.status,
         "counts": report.grid.counts(),
         "fail_on": [str(k) for k in report.fail_on],
@@ -455,6 +456,16 @@ def health_json(breakage: health.Breakage) -> dict[str, Any]:
         "releases": list(breakage.releases),
         "stage": str(breakage.stage),
         "error": breakage.error,
+    }
+
+
+def group_json(group: screens.Group, report: Report) -> dict[str, Any]:
+    """Rows the first screen says as one line: their advice, classes, overrides and the line, plain."""
+    return {
+        "advice": str(group.advice),
+        "targets": list(group.targets),
+        "overrides": [wording.name_of(o, True, PLAIN) for o in group.overrides],
+        "line": screens.line(group, report.order, report.grid.several, PLAIN),
     }
 
 
