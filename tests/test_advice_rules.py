@@ -16,6 +16,7 @@ from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind
 TIE = "tie_weights"
 RAISES = "TypeError: ValueHeadLM.tie_weights() got an unexpected keyword argument 'recompute_mapping'"
 SITE = "tie_weights(missing_keys=…, recompute_mapping=…) at modeling_utils.py:4628"
+GAP = ["missing_keys (positional or keyword)", "recompute_mapping (positional or keyword)"]
 
 
 class Base:
@@ -91,6 +92,9 @@ def cell(broken: bool, fixed_runs: bool | None = True, works: bool = True) -> Su
             obs("build_and_init", "built", "error: " + RAISES, "v_head=0.53", fixed=fixed),
             reached,
             obs("transformers_calls", TIE, {"calls": 1, "cannot_take": [SITE]}, {"calls": 1, "cannot_take": []}),
+            obs(
+                "signature", TIE, {"cannot_take": GAP, "other_defaults": {}}, {"cannot_take": [], "other_defaults": {}}
+            ),
         )
     else:
         shipped = "v_head=0.0" if works else "error: KeyError: 'v_head'"

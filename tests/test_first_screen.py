@@ -28,6 +28,7 @@ HF_FOLDER = (
 )
 RECOMPUTE = "TypeError: OLMoPreTrainedModel.tie_weights() got an unexpected keyword argument 'recompute_mapping'"
 SITE = "tie_weights(missing_keys=…, recompute_mapping=…) at modeling_utils.py:4628"
+GAP = ["missing_keys (positional or keyword)", "recompute_mapping (positional or keyword)"]
 TRAINER_METHODS = ("compute_loss", "training_step", "create_optimizer", "get_train_dataloader", "_prepare_inputs")
 UNREACHED = ("_save", "log")  # hooks no probe reaches: they never ran as shipped
 PREFERENCE = ("PreferenceTrainer", "PairTrainer", "DPOTrainer", "KTOTrainer", "ORPOTrainer")
@@ -118,6 +119,8 @@ def olmo(name: str, version: str) -> SubjectResult:
     if broken:
         calls = {"calls": 1, "cannot_take": [SITE]}
         observations.append(Observation("transformers_calls", tie, calls, {"calls": 1, "cannot_take": []}))
+        gap = {"cannot_take": GAP, "other_defaults": {}}
+        observations.append(Observation("signature", tie, gap, {"cannot_take": [], "other_defaults": {}}))
     return SubjectResult(target(name), (tie,), observations=tuple(observations), probes=("build_and_init",))
 
 

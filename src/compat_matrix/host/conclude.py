@@ -31,6 +31,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from compat_matrix.host.collect import SubjectRow
+from compat_matrix.host.prerelease import early_label
 from compat_matrix.host.shipped import ShippedChange, shipped_changes
 from compat_matrix.host.spec import Declared
 from compat_matrix.host.verdict import INSPECTS, Judged, Verdict
@@ -195,7 +196,9 @@ def fix_of(subject: SubjectResult, method: str) -> Fix | None:
     it cannot bind) and from transformers' calls of it; with the `fixed` variant's verdict on it. None where
     nothing is passed that it cannot take."""
     sites = _cannot_take(subject, method)
-    parameters = {k for site in sites for k in _KEYWORD.findall(site.partition(" at ")[0])}
+    passed = {k for site in sites for k in _KEYWORD.findall(site.partition(" at ")[0])}
+    missing = _signature_gap(subject, method)  # of what a site passes, what the override cannot take by name
+    parameters = passed & missing if missing is not None else set()
     bound = []  # the observations where the class as shipped could not bind a call of it
     for o in subject.observations:
         error = error_of(o, o.override)
@@ -220,6 +223,15 @@ def _still(tried: list[Observation], bound: list[Observation], method: str) -> s
         error = error_of(o, dict(o.fixed)[method])
         if error and (o in bound or not error_of(o, o.override)):
             return error
+    return None
+
+
+def _signature_gap(subject: SubjectResult, method: str) -> set[str] | None:
+    """The names of the base's parameters that the override as shipped cannot take (the `signature` probe), or
+    None where that probe did not look."""
+    for o in subject.observations:
+        if o.probe == "signature" and o.name == method and isinstance(o.override, dict):
+            return {str(p).split(" (")[0] for p in o.override.get("cannot_take") or ()}
     return None
 
 
@@ -325,6 +337,8 @@ def advise(rows: Sequence[tuple[str, Conclusion]], caveat: str | None = None) ->
 
 
 def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
+    # a pre-release that did not run (none to stand for, or it would not install) is no tested release
+    rows = [(label, c) for label, c in rows if not (c.kind == COULD_NOT_RUN and early_label(label))]
     by_kind: dict[ConclusionKind, list[str]] = {}
     for label, conclusion in rows:
         by_kind.setdefault(conclusion.kind, []).append(label)
@@ -478,7 +492,7 @@ class RangeCheck:
     tested: tuple[str, ...]  # versions of the package that told something, oldest first
     harmful: tuple[tuple[str, tuple[str, ...]], ...]  # (override, versions where it is harmful)
     unimportable: tuple[str, ...]  # versions where the class as shipped cannot be imported
-    supported: str | None  # the range the measurements support: ">=a,<b" (b the first that breaks) or ">=a,<=c"
+    supported: str | None  # what the measurements support, tested releases at both ends: ">=a,<=c"
 
     @property
     def breaking(self) -> tuple[str, ...]:
@@ -520,18 +534,18 @@ def range_check(answer: SubjectConclusions, declared: Declared) -> RangeCheck:
             versions[row.label] = version
             broken.append(version)
     tested = tuple(sorted(set(versions.values()), key=Version))
-    harmful = tuple(
+    harmful = tuple(  # not where the probes ran on stand-ins: the report itself does not stand by those
         (o.name, tuple(sorted({versions[label] for label, c in o.by_release if c.kind == HARMFUL}, key=Version)))
         for o in answer.overrides
-        if any(c.kind == HARMFUL and label in versions for label, c in o.by_release)
+        if o.advice.caveat is None and any(c.kind == HARMFUL and label in versions for label, c in o.by_release)
     )
     bad = {v for _, vs in harmful for v in vs} | set(broken)
     good = [v for v in tested if v not in bad]
     supported = None
-    if good:
+    if good:  # from the oldest tested release that runs to the last one before the first that breaks: both tested
         above = [v for v in tested if v in bad and Version(v) > Version(good[0])]
         upto = [v for v in good if not above or Version(v) < Version(above[0])]
-        supported = f">={good[0]}," + (f"<{above[0]}" if above else f"<={upto[-1]}")
+        supported = f"=={good[0]}" if good[0] == upto[-1] else f">={good[0]},<={upto[-1]}"
     return RangeCheck(declared, tested, harmful, tuple(sorted(set(broken), key=Version)), supported)
 
 

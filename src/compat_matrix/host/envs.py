@@ -604,7 +604,16 @@ def python_available(version: str) -> bool:
 
 
 def write_unavailable(spec: MatrixSpec, cell: Cell, reports: Path) -> CellResult:
-    result = failed_result(spec, cell, NO_INTERPRETER, f"no Python {cell.python} on this machine")
+    return write_failed(spec, cell, reports, NO_INTERPRETER, f"no Python {cell.python} on this machine")
+
+
+def write_skipped(spec: MatrixSpec, cell: Cell, reports: Path, reason: str) -> CellResult:
+    """The result of a cell with nothing to install (`pre` with no pre-release to stand for), saying why."""
+    return write_failed(spec, cell, reports, Status.SKIPPED, reason)
+
+
+def write_failed(spec: MatrixSpec, cell: Cell, reports: Path, status: str, reason: str) -> CellResult:
+    result = failed_result(spec, cell, status, reason)
     write_json_atomic(result_path(reports, cell), result.to_json())
     return result
 

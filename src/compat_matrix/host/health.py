@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from compat_matrix.host.conclude import Concluded
+from compat_matrix.host.prerelease import early_label
 from compat_matrix.host.verdict import INSPECTS
 from compat_matrix.host.wording import MARKDOWN, Style, name_of_subject, versions_text
 from compat_matrix.shared import evidence
@@ -108,6 +109,8 @@ def _built_error(subject: SubjectResult) -> str | None:
 def _of_row(row: Concluded) -> tuple[str | None, Stage, str, str | None, str | None, str | None] | None:
     """(target, stage, error, why, status, kind) of what breaks in one cell × subject; None where nothing does."""
     cell, result, verdict = row.row.cell, row.row.result, row.verdict
+    if cell.status == Status.SKIPPED:
+        return None  # nothing to install (`pre` with no pre-release to stand for): nothing was tried, nothing broke
     if cell.status != OK:
         stage = Stage.INSTALL if cell.status in INSTALLING else Stage.CELL
         error = _error(cell.reason) if stage == Stage.INSTALL else _error(why_of(cell.status, cell.reason))
@@ -161,8 +164,9 @@ def statements(
     found: Sequence[Breakage], targets: Sequence[str], order: Sequence[str], matrix: str
 ) -> tuple[Statement, ...]:
     """The breakages said together where they read alike (stage, error, releases), in the order they are said: by
-    stage, those on the newest tested release (`order[0]`) first, then those naming more classes. With several
-    classes in the matrix, a statement that names every one names the library instead."""
+    stage, those on releases before those on pre-releases alone (they warn about the next release), those on the
+    newest tested release first, then those naming more classes. With several classes in the matrix, a statement
+    that names every one names the library instead."""
     alike: dict[tuple[Stage, str, tuple[str, ...]], list[str]] = {}
     for b in found:
         named = alike.setdefault((b.stage, b.error, b.releases), [])
@@ -174,10 +178,11 @@ def statements(
         library = library_of(targets, matrix) if every else None
         named.sort(key=lambda t: place.get(t, len(place)))  # the matrix file's order
         said.append(Statement(tuple(named), stage, error, releases, library))
-    newest = order[0] if order else None
+    newest = next((label for label in order if not early_label(label)), None)
 
-    def rank(s: Statement) -> tuple[int, bool, int]:
-        return list(Stage).index(s.stage), newest not in s.releases, -len(s.targets)
+    def rank(s: Statement) -> tuple[int, bool, bool, int]:
+        early = all(early_label(label) for label in s.releases)
+        return list(Stage).index(s.stage), early, newest not in s.releases, -len(s.targets)
 
     return tuple(sorted(said, key=rank))  # stable: first seen first among equals
 

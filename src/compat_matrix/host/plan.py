@@ -398,13 +398,18 @@ def pinned(
     planned: Sequence[tuple[Matrix, Cell]], lookups: Callable[[str | None], Callable[[str], Sequence[Version]]]
 ) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     """The release each ranged axis value of each cell installs today (resolve.pins), by cell id; and, for the
-    cells whose values could not be resolved (an index that cannot be read), why."""
+    cells whose values could not be resolved (an index that cannot be read, or `pre` with no pre-release to stand
+    for: resolve.unresolved), why."""
     pins, unpinned = {}, {}
     for matrix, cell in planned:
+        releases_of = lookups(matrix.spec.exclude_newer)
         try:
-            pins[cell.id] = resolve.pins(cell, lookups(matrix.spec.exclude_newer))
+            pins[cell.id] = resolve.pins(cell, releases_of)
+            why = resolve.unresolved(cell, releases_of)
         except resolve.ResolveError as exc:
-            unpinned[cell.id] = str(exc)
+            why = str(exc)
+        if why:
+            unpinned[cell.id] = why
     return pins, unpinned
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compat_matrix.host import first_screen as screens
-from compat_matrix.host import health, wording
+from compat_matrix.host import health, prerelease, wording
 from compat_matrix.host.baseline import Change, failing
 from compat_matrix.host.collect import Collected
 from compat_matrix.host.conclude import Concluded, Override, RangeCheck, SubjectConclusions
@@ -109,7 +109,9 @@ class Report:
 
     @property
     def status(self) -> str:
-        if any(c.result.status != "ok" for c in self.collected.cells) or any(not r.verdict.ran for r in self.rows):
+        cells = [c.result for c in self.collected.cells if not prerelease.early(c.result.requested, c.result.resolved)]
+        rows = [r for r in self.rows if not prerelease.early(r.row.cell.requested, r.row.cell.resolved)]
+        if any(c.status != "ok" for c in cells) or any(not r.verdict.ran for r in rows):
             return COULD_NOT_RUN
         return FAILING if self.unmet or self.failed_on or failing(list(self.changes or ())) else OK
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
+from compat_matrix.host import prerelease
 from compat_matrix.host.spec import Subject
 from compat_matrix.probes import registry
 from compat_matrix.shared import evidence
@@ -106,6 +107,12 @@ def could_not_run(result: CellResult, target: str | None = None) -> str | None:
 SHOWN_SUBJECTS = 3  # subjects named in why a cell could not run
 
 
+def fails_run(result: CellResult) -> str | None:
+    """Why a cell fails the run it is part of (exit code 3), or None: `could_not_run`, except that an early warning
+    (a cell that asked for `pre` or installed a pre-release: compat_matrix.host.prerelease) never does by itself."""
+    return None if prerelease.early(result.requested, result.resolved) else could_not_run(result)
+
+
 def _follows(differing: list[Observation], methods: tuple[str, ...]) -> tuple[str, ...]:
     """The audited methods that, deleted alone, change some differing observation."""
     hit = {method for o in differing for method, value in o.without if value != o.override}
@@ -181,6 +188,8 @@ def unmet_expectations(judged: Sequence[Judged], expected: tuple[Subject, ...]) 
     for row, verdict in judged:
         if not verdict.ran:
             continue  # a cell or subject that could not run is its own row, and exit code 3, whatever was expected
+        if prerelease.early(row.cell.requested, row.cell.resolved):
+            continue  # a pre-release warns; what was expected holds for releases
         cell, subject = row.cell, by_target[row.target]
         want = subject.expected(cell.resolved.get(next(iter(cell.requested), None)))
         where = f"{row.label}: {subject.target}"

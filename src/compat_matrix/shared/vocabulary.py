@@ -24,6 +24,7 @@ class Status(StrEnum):
     DAMAGED = "damaged result"  # a result file that cannot be read
     NOTHING_RAN = "nothing ran"  # a cell that ran, none of whose subjects could be imported or built
     FAILS_AS_SHIPPED = "fails as shipped"  # every probe that runs the class fails, with its overrides and without
+    SKIPPED = "skipped"  # nothing to install: the value `pre` where the index has no pre-release to stand for
 
 
 class VerdictKind(StrEnum):
