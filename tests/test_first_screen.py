@@ -296,3 +296,19 @@ def test_paths_into_an_environment_are_cut_to_site_packages():
         health.short_paths("see ./site-packages/x and a/site-packages/y")
         == "see ./site-packages/x and a/site-packages/y"
     )
+
+
+def test_a_review_row_with_a_cause_of_its_own_stays_a_row_and_one_that_differs_only_beside_the_others_is_a_line():
+    from compat_matrix.host.conclude import Conclusion, OnRelease, Override, advise
+    from compat_matrix.shared.vocabulary import ConclusionKind
+
+    def override(name: str, *kinds: Conclusion) -> Override:
+        by_release = tuple(OnRelease(f"transformers 5.{i}.0", c) for i, c in reversed(list(enumerate(kinds))))
+        return Override("m:A", name, by_release, advise(by_release))
+
+    differs, same = Conclusion(ConclusionKind.DIFFERENTLY), Conclusion(ConclusionKind.REDUNDANT)
+    stopped = override("stopped", differs, same)  # it did something on 5.0.0, nothing on 5.1.0: review it
+    coupled = override("coupled", replace(differs, coupled=True), replace(differs, coupled=True))
+    assert stopped.advice.kind == coupled.advice.kind == AdviceKind.REVIEW
+    assert first_screen.cause_of(stopped, {}) is None
+    assert first_screen.cause_of(coupled, {}) == first_screen.Cause(first_screen.CauseKind.DIFFERS)

@@ -108,3 +108,14 @@ def test_truncate_cuts_the_evidence_the_versions_then_the_whole_grid_never_the_f
         assert cut.count("<details>") == cut.count("</details>")
     assert render.WHOLE_GRID in render.truncate(text, 40_000)
     assert render.WHOLE_GRID not in render.truncate(text, len(screen.encode()) + 500)
+
+
+def test_a_class_whose_run_stopped_could_not_run_rather_than_failing_as_shipped():
+    spec, results = library()
+    legacy = target("LegacyLM")
+
+    def crashed(s: SubjectResult) -> SubjectResult:
+        return SubjectResult(s.target, s.methods, "crashed", "signal 9") if s.target == legacy else s
+
+    text = render.markdown(make_report(spec, on(results, NEWEST, crashed)))
+    assert "`LegacyLM` could not run on transformers 5.24.0 (crashed: signal 9)" in text

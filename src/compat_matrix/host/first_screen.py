@@ -17,10 +17,19 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from compat_matrix.host import grid as grids
-from compat_matrix.host.conclude import COULD_NOT_RUN, DIFFERENTLY, UNKNOWN, Override
+from compat_matrix.host.conclude import (
+    COULD_NOT_RUN,
+    DIFFERENTLY,
+    HARMFUL,
+    NEEDED,
+    ORPHANED,
+    REDUNDANT,
+    UNKNOWN,
+    Override,
+)
 from compat_matrix.host.grid import Grid
 from compat_matrix.host.health import AT_THE_TOP, PHRASES, Breakage, Statement, next_step
-from compat_matrix.host.wording import MARKDOWN, Style, name_of, name_of_subject, reason, versions_text
+from compat_matrix.host.wording import MARKDOWN, Style, name_of, name_of_subject, versions_text
 from compat_matrix.shared.evidence import UNSEEN
 from compat_matrix.shared.vocabulary import AdviceKind
 
@@ -35,8 +44,7 @@ class CauseKind(StrEnum):
     CAVEAT = "caveat"  # the conclusions say Delete, on stand-ins or a model with nothing in it
     DIFFERS = "differs"  # it behaves differently where the class as shipped fails too, or only beside the others
     UNKNOWN = "not established"  # inconclusive somewhere: what the probes did not reach
-    UNTESTED = "could not run"  # somewhere: the release that would decide it did not run it
-    OTHER = "other"
+    UNTESTED = "could not run"  # somewhere, and deleting it changes nothing where it ran
 
 
 @dataclass(frozen=True)
@@ -86,20 +94,25 @@ def acts(override: Override) -> bool:
 
 
 def make(full: Grid, found: Sequence[Breakage] = (), said: Sequence[Statement] = ()) -> Screen:
-    """The first screen for `full`; `found`, `said`: the breakages, and the statements at the top."""
+    """The first screen for `full`; `found`, `said`: the breakages, and the statements at the top. A Review row
+    whose cause is its own (no line says it) stays a row."""
     if len(full.rows) <= GROUPED_ABOVE:
         return Screen(False, full, (), full, tuple(said))
-    shown = [row.override for row in full.rows if row.nothing_audited or acts(row.override)]
-    rest = [row.override for row in full.rows if not row.nothing_audited and not acts(row.override)]
     why = {w: b for b in found for w in b.whys}
+    shown, keep = [], []
     causes: dict[Cause, list[Override]] = {}
-    for o in rest:
-        if o.advice.kind == AdviceKind.REVIEW:
-            causes.setdefault(cause_of(o, why), []).append(o)
+    for row in full.rows:
+        o = row.override
+        cause = cause_of(o, why) if o.advice.kind == AdviceKind.REVIEW and not row.nothing_audited else None
+        if cause is not None and not acts(o):
+            causes.setdefault(cause, []).append(o)
+        elif o.advice.kind == AdviceKind.KEEP and not row.nothing_audited and not acts(o):
+            keep.append(o)
+        else:
+            shown.append(o)
     review = sorted(causes.items(), key=lambda item: -len(item[1]))  # stable: the grid's order among equals
     groups = [Group(AdviceKind.REVIEW, tuple(overrides), cause) for cause, overrides in review]
-    keep = tuple(o for o in rest if o.advice.kind == AdviceKind.KEEP)
-    groups += [Group(AdviceKind.KEEP, keep)] if keep else []
+    groups += [Group(AdviceKind.KEEP, tuple(keep))] if keep else []
     return Screen(True, grids.of(shown, full.several), tuple(groups), full, tuple(said))
 
 
@@ -108,29 +121,28 @@ def _general(breakage: Breakage) -> Breakage:
     return replace(breakage, target=None, releases=(), whys=())
 
 
-def cause_of(override: Override, broken: Mapping[str, Breakage]) -> Cause:
-    """The one cause of a Review row; `broken`: the breakage behind each reason a row could not run."""
+def cause_of(override: Override, broken: Mapping[str, Breakage]) -> Cause | None:
+    """The one cause of a Review row, the first of CauseKind that applies; None where it is its own (the grid's
+    reason says it). `broken`: the breakage behind each reason a row could not run."""
     advice = override.advice
+    ran = {kind for kind, _ in advice.releases} - {COULD_NOT_RUN}
     newest_why = next((c.why for _, c in override.by_release if c.kind == COULD_NOT_RUN and c.why), None)
+    breakage = broken.get(newest_why or "")
+    said = _general(breakage) if breakage is not None else None
     if advice.nothing_ran:
-        breakage = broken.get(newest_why or "")
-        return Cause(CauseKind.NOTHING_RAN, "" if breakage else newest_why or "", (), _general_or_none(breakage))
+        return Cause(CauseKind.NOTHING_RAN, "" if said else newest_why or "", (), said)
     if advice.caveat:
         return Cause(CauseKind.CAVEAT, advice.caveat)
-    if advice.on(DIFFERENTLY):
+    differently = [c for _, c in override.by_release if c.kind == DIFFERENTLY]
+    if differently and ran <= {NEEDED, DIFFERENTLY} and not any(c.does_its_job for c in differently):
         return Cause(CauseKind.DIFFERS)
     unknown = next((c.why for _, c in override.by_release if c.kind == UNKNOWN), None)
-    if advice.on(UNKNOWN):
-        return Cause(CauseKind.UNKNOWN, category(unknown or "", override.name))
-    if advice.on(COULD_NOT_RUN):
-        breakage = broken.get(newest_why or "")
+    if unknown is not None:
+        return Cause(CauseKind.UNKNOWN, category(unknown, override.name))
+    if advice.on(COULD_NOT_RUN) and ran <= {REDUNDANT, HARMFUL, ORPHANED}:
         where = tuple(reversed(advice.on(COULD_NOT_RUN)))
-        return Cause(CauseKind.UNTESTED, "" if breakage else newest_why or "", where, _general_or_none(breakage))
-    return Cause(CauseKind.OTHER, override.name)  # one of its own: the grid's reason says it
-
-
-def _general_or_none(breakage: Breakage | None) -> Breakage | None:
-    return _general(breakage) if breakage is not None else None
+        return Cause(CauseKind.UNTESTED, "" if said else newest_why or "", where, said)
+    return None
 
 
 NO_PROBE, NEVER_RAN, LINES, UNWATCHED, NO_VALUES = "no probe", "never ran", "lines", "unwatched", "no values"
@@ -204,7 +216,7 @@ def line(group: Group, order: Sequence[str], several: bool, style: Style = MARKD
             f" and {len(named) - CLASSES_NAMED} more" if len(named) > CLASSES_NAMED else ""
         )
         return f"{style.strong(f'Keep {count}')} (needed, or they do their job): {shown}"
-    cause = group.cause or Cause(CauseKind.OTHER)
+    cause = group.cause or Cause(CauseKind.NOTHING_RAN)
     one = count == 1
     who = name_of(group.overrides[0], several, style) if one else f"{classes(group.targets, style)}: {count} overrides"
     several_classes = len(group.targets) > 1
@@ -219,9 +231,7 @@ def line(group: Group, order: Sequence[str], several: bool, style: Style = MARKD
         )
     elif cause.kind == CauseKind.UNKNOWN:
         said = f"not established: {_not_established(cause.detail, one, style)}"
-    elif cause.kind == CauseKind.UNTESTED:
+    else:
         where = versions_text(cause.releases, order)
         said = f"could not run on {where}, {_broke(cause.breakage, cause.detail, several_classes, style)}"
-    else:  # a cause of its own: the row's reason
-        said = reason(group.overrides[0], order, style)
     return f"{style.strong('Review')} {who} {said}"

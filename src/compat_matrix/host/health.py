@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from compat_matrix.host.conclude import Concluded
@@ -83,6 +83,7 @@ class Statement:
     error: str
     releases: tuple[str, ...]  # oldest first
     library: str | None = None  # where it names every class of the matrix: the library's name
+    stopped: bool = False  # at `run`: its run stopped (crashed, timed out, …), rather than failing as shipped
 
     @property
     def titled(self) -> bool:
@@ -106,52 +107,51 @@ def _built_error(subject: SubjectResult) -> str | None:
     return None
 
 
-def _of_row(row: Concluded) -> tuple[str | None, Stage, str, str | None, str | None, str | None] | None:
-    """(target, stage, error, why, status, kind) of what breaks in one cell × subject; None where nothing does."""
+def _of_row(row: Concluded) -> Breakage | None:
+    """What breaks in one cell × subject, on its release; None where nothing does."""
     cell, result, verdict = row.row.cell, row.row.result, row.verdict
     if cell.status == Status.SKIPPED:
         return None  # nothing to install (`pre` with no pre-release to stand for): nothing was tried, nothing broke
     if cell.status != OK:
+        why = why_of(cell.status, cell.reason)
         stage = Stage.INSTALL if cell.status in INSTALLING else Stage.CELL
-        error = _error(cell.reason) if stage == Stage.INSTALL else _error(why_of(cell.status, cell.reason))
-        return None, stage, error, why_of(cell.status, cell.reason), cell.status, None
+        error = _error(cell.reason if stage == Stage.INSTALL else why)
+        return Breakage(None, stage, error, (row.label,), (why,), cell.status)
     if result is None:
         return None  # the cell ran no such subject: said by the grid, nothing broke that the cell saw
-    why = why_of(verdict.verdict, verdict.reason)
+    target, kind, why = row.row.target, result.kind, why_of(verdict.verdict, verdict.reason)
     if result.status == IMPORT_FAILED:
-        return row.row.target, Stage.IMPORT, _error(result.reason), why, result.status, result.kind
+        return Breakage(target, Stage.IMPORT, _error(result.reason), (row.label,), (why,), result.status, kind)
     if result.status in (COULD_NOT_BUILD, FACTORY_FAILED):
         found = _UNBUILT.match(one_line(result.reason or ""))
         error = _error(found.group("error") if found else result.reason)
-        return row.row.target, Stage.BUILD, error, why, result.status, result.kind
-    if result.status != OK:
-        return row.row.target, Stage.RUN, _error(why), why, result.status, result.kind
+        return Breakage(target, Stage.BUILD, error, (row.label,), (why,), result.status, kind)
+    if result.status != OK:  # its run stopped: crashed, timed out, …
+        return Breakage(target, Stage.RUN, _error(why), (row.label,), (why,), result.status, kind)
     built = _built_error(result)
     if verdict.verdict == Status.FAILS_AS_SHIPPED:
-        error = built or evidence.broken_as_shipped(result, INSPECTS) or verdict.reason
+        error = _error(built or evidence.broken_as_shipped(result, INSPECTS) or verdict.reason)
         stage = Stage.BUILD if built else Stage.RUN
-        return row.row.target, stage, _error(error), why, Status.FAILS_AS_SHIPPED, result.kind
-    if built is not None:  # it builds with the audited overrides deleted: one of them breaks construction
-        return row.row.target, Stage.BUILD, _error(built), None, None, result.kind
+        return Breakage(target, stage, error, (row.label,), (why,), Status.FAILS_AS_SHIPPED, kind)
+    if built is not None:  # building it as shipped raised, and something ran: an override breaks construction, say
+        return Breakage(target, Stage.BUILD, _error(built), (row.label,), (), None, kind)
     return None
 
 
 def breakages(rows: Sequence[Concluded]) -> tuple[Breakage, ...]:
     """Every breakage in `rows` (newest first), one per class, stage and error, in the order first seen, naming its
     releases oldest first; a cell that could not run is one breakage of its own, whatever its subjects."""
-    found: dict[tuple[str | None, Stage, str], tuple[list[str], list[str], str | None, str | None]] = {}
+    found: dict[tuple[str | None, Stage, str], Breakage] = {}
     for row in rows:
         broken = _of_row(row)
         if broken is None:
             continue
-        target, stage, error, why, status, kind = broken
-        labels, whys, _, _ = found.setdefault((target, stage, error), ([], [], status, kind))
-        labels[:0] = [row.label] if row.label not in labels else []  # oldest first
-        whys += [why] if why and why not in whys else []
-    return tuple(
-        Breakage(target, stage, error, tuple(labels), tuple(whys), status, kind)
-        for (target, stage, error), (labels, whys, status, kind) in found.items()
-    )
+        key = (broken.target, broken.stage, broken.error)
+        seen = found.setdefault(key, replace(broken, releases=(), whys=()))
+        releases = seen.releases if row.label in seen.releases else (row.label, *seen.releases)  # oldest first
+        whys = seen.whys + tuple(w for w in broken.whys if w not in seen.whys)
+        found[key] = replace(seen, releases=releases, whys=whys)
+    return tuple(found.values())
 
 
 def library_of(targets: Sequence[str], fallback: str) -> str:
@@ -167,17 +167,18 @@ def statements(
     stage, those on releases before those on pre-releases alone (they warn about the next release), those on the
     newest tested release first, then those naming more classes. With several classes in the matrix, a statement
     that names every one names the library instead."""
-    alike: dict[tuple[Stage, str, tuple[str, ...]], list[str]] = {}
+    alike: dict[tuple[Stage, str, tuple[str, ...], bool], list[str]] = {}
     for b in found:
-        named = alike.setdefault((b.stage, b.error, b.releases), [])
+        stopped = b.stage == Stage.RUN and b.status != Status.FAILS_AS_SHIPPED
+        named = alike.setdefault((b.stage, b.error, b.releases, stopped), [])
         named += [b.target] if b.target is not None else []
     said = []
     place = {t: i for i, t in enumerate(targets)}
-    for (stage, error, releases), named in alike.items():
+    for (stage, error, releases, stopped), named in alike.items():
         every = len(targets) > 1 and set(targets) <= set(named)
         library = library_of(targets, matrix) if every else None
         named.sort(key=lambda t: place.get(t, len(place)))  # the matrix file's order
-        said.append(Statement(tuple(named), stage, error, releases, library))
+        said.append(Statement(tuple(named), stage, error, releases, library, stopped))
     newest = next((label for label in order if not early_label(label)), None)
 
     def rank(s: Statement) -> tuple[int, bool, bool, int]:
@@ -215,6 +216,7 @@ SENTENCES = {
     Stage.INSTALL: "{where} could not be installed ({error})",
     Stage.CELL: "the cell of {where} could not run ({error})",
 }
+STOPPED = "{who} could not run on {where} ({error})"  # at `run`, where its run stopped
 
 
 def sentence(
@@ -224,7 +226,8 @@ def sentence(
     `limit` characters (None: as it is), the releases without their axis' name unless `axis`."""
     error = statement.error if limit is None or len(statement.error) <= limit else statement.error[: limit - 1] + "…"
     several = len(statement.targets) > 1 and statement.library is None
-    return SENTENCES[statement.stage].format(
+    template = STOPPED if statement.stopped else SENTENCES[statement.stage]
+    return template.format(
         who=who(statement, style),
         where=versions_text(statement.releases, order, axis),
         error=style.text(error),
