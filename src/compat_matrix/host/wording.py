@@ -10,7 +10,7 @@ read, in the markdown and in the JSON's sentences alike; render then escapes HTM
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -551,9 +551,16 @@ def _listed(items: Sequence[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
 
 
-def caution(overrides: Sequence[Override], order: Sequence[str], several: bool, style: Style = MARKDOWN) -> str:
+def caution(
+    overrides: Sequence[Override],
+    order: Sequence[str],
+    several: bool,
+    style: Style = MARKDOWN,
+    above: frozenset[str] = frozenset(),
+) -> str:
     """One line when an override is harmful somewhere: what breaks, the error, and that deleting it fixes that.
-    Overrides that break alike (the same error on the same releases) are said together."""
+    Overrides that break alike (the same error on the same releases) are said together. An error in `above` (the
+    release's health at the top says it) is named by its type alone."""
     alike: dict[tuple[tuple[str, ...], str | None], tuple[list[str], list[str]]] = {}
     cautioned: dict[tuple[tuple[str, ...], str | None], list[str | None]] = {}  # their caveats (stand-ins, …)
     for o in overrides:
@@ -572,7 +579,8 @@ def caution(overrides: Sequence[Override], order: Sequence[str], several: bool, 
         )
         verb = "breaks" if len(names) == 1 else "break"
         what = _listed([style.text(t) for t in titles[:3]]) + (" and more" if len(titles) > 3 else "")
-        raised = f" with “{style.text(error[:ERROR_SHOWN])}”" if error else ""
+        raised = f" with “{style.text(error[:ERROR_SHOWN])}”" if error and error not in above else ""
+        raised += f" with the {style.text(error.split(':', 1)[0])} said at the top" if error and error in above else ""
         raised += "".join(dict.fromkeys(f" ({style.text(c)})" for c in cautioned.get((labels, error), ()) if c))
         said.append(f"on {versions_text(labels, order)}, {who} {verb} {what}{raised}")
     more = len(alike) - CAUTIONS
@@ -595,14 +603,20 @@ def legend(kinds: Sequence[ConclusionKind]) -> str:
     return " · ".join(f"{kind.symbol} {kind}: {MEANINGS[kind]}" for kind in kinds)
 
 
-def reason(override: Override, order: Sequence[str], style: Style = MARKDOWN) -> str:
-    """The advice's reason in a few words, for the grid (and, plain, the JSON)."""
+def reason(
+    override: Override, order: Sequence[str], style: Style = MARKDOWN, above: Mapping[str, str] | None = None
+) -> str:
+    """The advice's reason in a few words, for the grid (and, plain, the JSON). `above`: for each reason a row could
+    not run that the release's health at the top says, what to say instead (compat_matrix.host.health)."""
     advice = override.advice
 
     def on(kind: ConclusionKind) -> str:
         return versions_text(advice.on(kind), order, axis=False)
 
     if advice.nothing_ran:
+        told = [above[c.why] for _, c in override.by_release if above and c.why in above]
+        if told:
+            return f"nothing ran: {told[0]}"
         unbuilt = [c.why.partition(": ")[2] for _, c in override.by_release if (c.why or "").startswith(UNBUILT)]
         return style.text(unbuilt[0][:ERROR_SHOWN]) if unbuilt else "nothing ran"
     if advice.kind == AdviceKind.DELETE:
@@ -740,9 +754,11 @@ def _errors(o: Observation) -> tuple[str | None, str | None]:
     return error_of(o, o.override), error_of(o, o.base)
 
 
-def what_differs(override: Override, order: Sequence[str], style: Style = PLAIN) -> Evidence:
+def what_differs(
+    override: Override, order: Sequence[str], style: Style = PLAIN, above: Mapping[str, str] | None = None
+) -> Evidence:
     """The contrasts behind each conclusion, grouped: a call whose two sides read alike on several releases is one
-    row naming them, and calls whose sides and releases agree share a row."""
+    row naming them, and calls whose sides and releases agree share a row. `above`: as for `reason`."""
     shown: list[tuple[str, tuple[str, str], str, str]] = []  # (label, (title, name), with it, deleted)
     left_out = 0
     contrasts = [c for _, conclusion in override.by_release for c in conclusion.contrasts]
@@ -773,7 +789,7 @@ def what_differs(override: Override, order: Sequence[str], style: Style = PLAIN)
     return Evidence(
         tuple(table[:EVIDENCE_ROWS]),
         errors,
-        _notes(override, order, style),
+        _notes(override, order, style, above or {}),
         left_out,
         max(0, len(table) - EVIDENCE_ROWS),
     )
@@ -793,7 +809,7 @@ def _calls(calls: dict[str, list[str]]) -> str:
     return "; ".join(said) + (f"; and {len(calls) - CALLS} more probes" if len(calls) > CALLS else "")
 
 
-def _notes(override: Override, order: Sequence[str], style: Style) -> tuple[str, ...]:
+def _notes(override: Override, order: Sequence[str], style: Style, above: Mapping[str, str]) -> tuple[str, ...]:
     """A line per conclusion that no table row shows (redundant, orphaned, inconclusive, could not run), and where
     the other context carried one."""
     said: dict[tuple[ConclusionKind, str], list[str]] = {}
@@ -802,7 +818,7 @@ def _notes(override: Override, order: Sequence[str], style: Style) -> tuple[str,
         if c.context == evidence.WITHOUT_REST:
             hidden.append(label)
         if c.kind in (REDUNDANT, ORPHANED, UNKNOWN, COULD_NOT_RUN):
-            why = "nothing differs" if c.kind == REDUNDANT else style.text(c.why or "")
+            why = "nothing differs" if c.kind == REDUNDANT else above.get(c.why or "") or style.text(c.why or "")
             said.setdefault((c.kind, why), []).append(label)
     lines = [
         f"{kind} on {versions_text(labels, order, axis=False)}" + (f": {why}" if why else "")
@@ -814,6 +830,15 @@ def _notes(override: Override, order: Sequence[str], style: Style) -> tuple[str,
             " (as shipped, the same failure hides it)"
         )
     return tuple(lines)
+
+
+def alike(found: Sequence[tuple[Override, Evidence]]) -> list[tuple[tuple[Override, ...], Evidence]]:
+    """Overrides of one class with the same advice whose evidence reads alike, said once (in the first one's place):
+    the classes that could not be built, say, whose every override says only that."""
+    together: dict[tuple[AdviceKind, Evidence], list[Override]] = {}
+    for override, said in found:
+        together.setdefault((override.advice.kind, said), []).append(override)
+    return [(tuple(overrides), said) for (_, said), overrides in together.items()]
 
 
 def left_out(count: int) -> str:
