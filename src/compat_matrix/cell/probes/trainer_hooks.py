@@ -104,8 +104,11 @@ def same_weights(model: Any, other: dict[str, Any]) -> bool:
     """Whether the model holds `other`'s tensors (the same keys, values equal to float rounding)."""
     import torch
 
+    def close(a: Any, b: Any) -> bool:
+        return torch.allclose(a, b, rtol=1e-5, atol=1e-7) if a.is_floating_point() else torch.equal(a, b)
+
     now = model.state_dict()
-    return now.keys() == other.keys() and all(torch.allclose(now[k], other[k], rtol=1e-5, atol=1e-7) for k in now)
+    return now.keys() == other.keys() and all(close(now[k], other[k]) for k in now)
 
 
 def trained(output: Any, instance: Any) -> Values:
