@@ -112,18 +112,28 @@ def test_a_conflict_names_the_package_both_constraints_and_the_remedy():
     assert envs.conflict("error: no such file") is None
 
 
+NMS = "RuntimeError: operator torchvision::nms does not exist"
+
+
 @pytest.mark.parametrize(
-    ("versions", "wrong"),
+    ("versions", "fails", "wrong"),
     [
-        ({"torch": "2.13.0+cpu", "torchvision": "0.28.0"}, "torchvision 0.28.0 cannot load beside torch 2.13.0+cpu"),
-        ({"torch": "2.13.0+cpu", "torchvision": "0.28.0+cpu", "torchaudio": "2.13.0+cpu"}, None),
-        ({"torch": "2.13.0", "torchaudio": "2.13.0+cpu"}, "torchaudio 2.13.0+cpu cannot load beside torch 2.13.0"),
-        ({"transformers": "5.24.0"}, None),
+        (
+            {"torch": "2.13.0+cpu", "torchvision": "0.28.0"},
+            NMS,
+            f"torchvision 0.28.0 cannot load beside torch 2.13.0+cpu ({NMS})",
+        ),
+        ({"torch": "2.13.0+cpu", "torchvision": "0.28.0"}, None, None),  # another label, but it imports: a CPU build
+        ({"torch": "2.13.0+cpu", "torchvision": "0.28.0+cpu", "torchaudio": "2.13.0+cpu"}, NMS, None),  # not even tried
+        ({"torch": "2.13.0", "torchaudio": "2.13.0+cpu"}, "OSError: libtorch", "torchaudio 2.13.0+cpu cannot load"),
+        ({"transformers": "5.24.0"}, NMS, None),
     ],
 )
-def test_builds_against_torch_come_from_torchs_own_source(versions, wrong):
-    said = envs.mismatched_builds(versions)
+def test_builds_against_torch_are_refused_only_where_they_fail_to_import(versions, fails, wrong):
+    tried = []
+    said = envs.mismatched_builds(versions, lambda name: tried.append(name) or fails)
     assert (said is None) if wrong is None else said.startswith(wrong)
+    assert set(tried) <= {"torchvision", "torchaudio"}
 
 
 def test_the_declared_range_is_read_from_requires_dist_extras_aside():

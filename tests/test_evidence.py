@@ -17,7 +17,7 @@ from compat_matrix.shared.evidence import (
     together,
     told_nothing,
 )
-from compat_matrix.shared.results import Observation, SubjectResult
+from compat_matrix.shared.results import Code, Observation, Override, SubjectResult
 
 TIE, INIT = "tie_weights", "_init_weights"
 CRASH = "error: TypeError: tie_weights() got an unexpected keyword argument 'missing_keys'"
@@ -159,3 +159,117 @@ def test_an_attribute_whose_effect_the_probes_cannot_see_is_never_redundant(name
     built = subject(obs("build", "built", True, True), reached("build", [name], []), methods=(name,))
     judged = judge(built, name)
     assert judged.verdict == INCONCLUSIVE and judged.reason == f"{name} {UNSEEN[name]}"
+
+
+# Delete rests on code that ran, all of it: the four patterns real libraries' wrong Deletes had (the override ran in
+# a probe that observed something, but the part that matters never did).
+EVAL, OPT, LOSS, GRADS = "evaluation_loop", "get_optimizer_cls_and_kwargs", "compute_loss", "enable_input_require_grads"
+PATTERNS = {
+    "a branch no probe takes": (
+        EVAL,
+        {
+            "evaluation_loop@410": (
+                (411, "output = super().evaluation_loop(*args, **kwargs)"),
+                (412, "if self.evaluator is not None:"),
+                (413, "metrics = self.evaluator(self.model)"),
+                (414, "output.metrics.update(metrics)"),
+                (415, "return output"),
+            )
+        },
+        {"evaluation_loop@410": [411, 412, 415]},
+        "lines 413–414 (`metrics = self.evaluator(self.model)` …) never ran",
+    ),
+    "a parameter group": (
+        OPT,
+        {
+            "get_optimizer_cls_and_kwargs@88": (
+                (89, "cls, kwargs = super().get_optimizer_cls_and_kwargs(args, model)"),
+                (90, "if model is not None and hasattr(model, 'classifier'):"),
+                (91, "kwargs['params'] = groups(model)"),
+                (92, "return cls, kwargs"),
+            )
+        },
+        {"get_optimizer_cls_and_kwargs@88": [89, 90, 92]},
+        "line 91 (`kwargs['params'] = groups(model)`) never ran",
+    ),
+    "a dataset shape": (
+        LOSS,
+        {
+            "compute_loss@120": (
+                (121, "if len(inputs) == 3:"),
+                (122, "anchor, positive, negative = inputs"),
+                (123, "return triplet(anchor, positive, negative)"),
+                (124, "return super().compute_loss(model, inputs)"),
+            )
+        },
+        {"compute_loss@120": [121, 124]},
+        "lines 122–123 (`anchor, positive, negative = inputs` …) never ran",
+    ),
+    "a nested hook": (
+        GRADS,
+        {
+            "enable_input_require_grads@60": (
+                (61, "def hook(module, inputs, output):"),
+                (64, "self._hook = self.get_input_embeddings().register_forward_hook(hook)"),
+            ),
+            "hook@61": (
+                (62, "first = output[0] if isinstance(output, tuple) else output"),
+                (63, "first.requires_grad_(True)"),
+            ),
+        },
+        {"enable_input_require_grads@60": [61, 64]},
+        "lines 62–63 (`first = output[0] if isinstance(output, tuple) else output` …) never ran",
+    ),
+}
+
+
+def covered(name, units, ran):
+    code = Code(name, "/site-packages/lib/trainer.py", tuple(units.items()))
+    return subject(
+        obs("trainer_train", "loss", 1.25, 1.25),
+        reached("trainer_train", [name], [name]),
+        obs("trainer_train", "lines", {name: ran}, None, carries=False),
+        methods=(name,),
+        code=(code,),
+    )
+
+
+@pytest.mark.parametrize("pattern", PATTERNS, ids=list(PATTERNS))
+def test_an_override_with_a_statement_that_never_ran_is_not_redundant(pattern):
+    name, units, ran, said = PATTERNS[pattern]
+    judged = judge(covered(name, units, ran), name)
+    assert judged.verdict == INCONCLUSIVE
+    assert judged.reason == f"{said} as shipped in a probe that observed something"
+    every = {key: [line for line, _ in statements] for key, statements in units.items()}
+    assert judge(covered(name, units, every), name).verdict == SAME  # the same override, every statement run
+
+
+def test_statements_count_only_from_probes_that_observed_something():
+    name, units, _, _ = PATTERNS["a branch no probe takes"]
+    every = {key: [line for line, _ in statements] for key, statements in units.items()}
+    result = covered(name, units, {"evaluation_loop@410": [411, 412, 415]})
+    told_nothing = (
+        obs("trainer_evaluate", "metrics", "error: KeyError: 'x'", "error: KeyError: 'x'"),
+        reached("trainer_evaluate", [name], [name]),
+        obs("trainer_evaluate", "lines", {name: every}, None, carries=False),
+    )
+    result = SubjectResult(
+        result.target, result.methods, observations=result.observations + told_nothing, code=result.code
+    )
+    assert judge(result, name).verdict == INCONCLUSIVE  # the probe that ran them all failed alike on both sides
+
+
+def test_a_method_whose_statements_could_not_be_watched_is_not_redundant_and_an_attribute_needs_none():
+    plain = subject(obs("p", "x", 1, 1), reached("p", ["forward"], ["forward"]), methods=("forward",), code=())
+    assert judge(plain, "forward").verdict == INCONCLUSIVE
+    assert "could not be watched" in judge(plain, "forward").reason
+    attribute = SubjectResult(
+        "m:C",
+        ("config_class",),
+        observations=(obs("p", "x", 1, 1), reached("p", ["config_class"], ["config_class"])),
+        overrides=(Override("config_class", "transformers.PreTrainedModel", True, "attribute"),),
+        code=(),
+    )
+    assert judge(attribute, "config_class").verdict == SAME
+    old = subject(obs("p", "x", 1, 1), reached("p", ["forward"], ["forward"]), methods=("forward",))
+    assert judge(old, "forward").verdict == SAME  # a result from before statements were watched (code is None)

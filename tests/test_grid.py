@@ -57,13 +57,13 @@ def test_rows_go_harmful_port_review_keep_delete_and_columns_join_releases_that_
     assert [o.name for o in ordered] == ["broken", "kept_but_broken", "ported", "reviewed", "kept", "deleted"]
     assert [o.advice.kind for o in ordered] == [
         AdviceKind.DELETE,
-        AdviceKind.KEEP,
+        AdviceKind.REVIEW,  # needed, then harmful: keeping it breaks the newest, deleting it the others
         AdviceKind.PORT,
         AdviceKind.REVIEW,
         AdviceKind.KEEP,
         AdviceKind.DELETE,
     ]
-    assert wording.title("C", ordered, wording.PLAIN) == "C: delete 2, port 1 and review 1 of 6 overrides"
+    assert wording.title("C", ordered, wording.PLAIN) == "C: delete 2, port 1 and review 2 of 6 overrides"
 
 
 @pytest.mark.parametrize(
@@ -92,7 +92,7 @@ def test_a_column_per_stretch_of_releases_on_which_every_row_reads_alike():
     made = grid.make([subject(override("a", R, R, H), override("b", N, N, N))])
     assert made.columns == (("v 1", "v 2"), ("v 3",)) and made.labels == ("v 1", "v 2", "v 3")
     assert [row.cells for row in made.rows] == [(R, H), (N, N)] and not made.several
-    assert made.kinds == (H, N, R) and made.counts() == {"Delete": 1, "Keep": 1, "Review": 0, "Port": 0}
+    assert made.kinds == (H, N, R) and made.counts() == {"Delete": 1, "Keep": 1, "Review": 0, "Port": 0, "Fix": 0}
     apart = grid.make([subject(override("a", R, R, H)), subject(override("b", N, D, N, target="m:D"))])
     assert apart.columns == (("v 1",), ("v 2",), ("v 3",)) and apart.several
     assert wording.name_of(apart.rows[0].override, apart.several) == "`C.a`"

@@ -193,7 +193,7 @@ def test_real_breakages_get_the_right_advice_per_override_and_release(tmp_path):
     # 1. tie_weights(self) raises on 5.x and hides that _init_weights is still needed: "the rest deleted" shows it
     assert on("ValueHeadLM", "tie_weights") == ["redundant"] * 3 + [harmful] * 2
     assert advice("ValueHeadLM", "tie_weights") == "Delete"
-    assert on("ValueHeadLM", "_init_weights") == [different] * 5 and advice("ValueHeadLM", "_init_weights") == "Review"
+    assert on("ValueHeadLM", "_init_weights") == [different] * 5 and advice("ValueHeadLM", "_init_weights") == "Keep"
     assert overrides["ValueHeadLM", "_init_weights"]["context"]["transformers 5.24.0"] == "the rest deleted"
     # 2 and 4. a model without logits: its hidden states differ while LlamaModel calls the mask; orphaned from 4.53
     assert on("BidirectionalLlama", "_update_causal_mask") == [different] * 2 + [orphaned] * 3
@@ -206,6 +206,10 @@ def test_real_breakages_get_the_right_advice_per_override_and_release(tmp_path):
     # 3. a Trainer subclass: the doubled loss on 4.45; from 4.46 training raises TypeError, but up to 4.56 evaluation
     # still calls it as written and doubles its loss (not safe to delete there); from 4.57 evaluation raises too
     assert on("OldComputeLossTrainer", "compute_loss") == [different] * 2 + [harmful] * 3
+    # ... so Fix: accept num_items_in_batch; the widened override ran, and training runs where it raised
+    fix = overrides["OldComputeLossTrainer", "compute_loss"]
+    assert fix["advice"] == "Fix" and fix["reason"].startswith("accept num_items_in_batch (or **kwargs) and pass it on")
+    assert "verified: with it the class runs on 4.51.3 … 5.24.0, and on 4.45.2 nothing passes it" in fix["reason"]
     # 4, 5 and 6. generate on a PreTrainedModel without GenerationMixin: needed up to 4.51, then orphaned, and as
     # shipped generate raises (alike on both sides: that probe told nothing)
     assert on("OwnHeadLM", "prepare_inputs_for_generation") == [needed] * 2 + [orphaned] * 3
@@ -218,15 +222,16 @@ def test_real_breakages_get_the_right_advice_per_override_and_release(tmp_path):
     assert (
         on("Backbone", "set_input_embeddings") == [needed] * 5 and advice("Backbone", "set_input_embeddings") == "Keep"
     )
-    assert on("WithTokenizerLM", "from_pretrained") == [different] * 5
+    assert on("WithTokenizerLM", "from_pretrained") == [different] * 5  # each does its job as shipped: Keep
     assert on("UntiedLM", "tie_weights") == [different] * 5
+    assert advice("WithTokenizerLM", "from_pretrained") == advice("UntiedLM", "tie_weights") == "Keep"
     assert on("NeedsSpans", "forward") == ["inconclusive"] * 5  # every forward failed alike: no evidence
     assert "forward and backward (TypeError" in subjects["NeedsSpans"]["told_nothing"]
     assert on("GivenSpans", "forward") == [different] * 5  # with example inputs, the probes run it
     assert [key for key, o in overrides.items() if o["advice"] == "Delete"] == [("ValueHeadLM", "tie_weights")]
-    assert report["counts"] == {"Delete": 1, "Keep": 2, "Review": 6, "Port": 2}
+    assert report["counts"] == {"Delete": 1, "Keep": 6, "Review": 1, "Port": 2, "Fix": 1}
     markdown = (tmp_path / "reports" / "realcode.md").read_text()
-    assert markdown.startswith("# realcode: delete 1, port 2 and review 6 of 11 overrides\n\n**Caution:** ")
+    assert markdown.startswith("# realcode: fix 1, delete 1, port 2 and review 1 of 11 overrides\n\n**Caution:** ")
     assert len(markdown.encode()) < 65_536
 
 

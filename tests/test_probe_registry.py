@@ -122,3 +122,20 @@ def test_call_sites_are_kept_only_in_an_environment_compat_matrix_installed_merg
     generic._keep("tie_weights", [])
     assert set(json.loads(kept.read_text())) == {"forward", "generate", "tie_weights", "written_meanwhile"}
     generic._kept.cache_clear()
+
+
+def test_a_parameter_named_otherwise_counts_only_where_transformers_passes_it_by_that_name():
+    """`_get_train_sampler(self, dataset=None)` against the base's `train_dataset`: transformers calls it with the
+    dataset by position, which the override takes; a call by keyword would not be."""
+
+    def base(self, train_dataset=None):
+        return train_dataset
+
+    def ours(self, dataset=None):
+        return dataset
+
+    by_position = (("trainer.py:1", 1, (), False, False),)
+    by_name = (("trainer.py:2", 0, ("train_dataset",), False, False),)
+    assert signature_gap(ours, base, by_position)["cannot_take"] == []
+    assert signature_gap(ours, base, by_name)["cannot_take"] == ["train_dataset (positional or keyword)"]
+    assert signature_gap(ours, base)["cannot_take"] == ["train_dataset (positional or keyword)"]  # sites unknown

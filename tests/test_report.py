@@ -134,9 +134,9 @@ def test_hostile_text_cannot_break_a_table_row():
 def test_json_has_every_contract_key():
     _, data = rendered()
     assert data["schema"] == 2 and data["matrix"] == "demo"
-    assert data["title"] == "CharacterCausalLMWrapper: delete both overrides"
+    assert data["title"] == "CharacterCausalLMWrapper: review both overrides"  # no Delete: 99.0 could not run
     assert data["status"] == "could not run"  # 99.0 did not install
-    assert data["counts"] == {"Delete": 2, "Keep": 0, "Review": 0, "Port": 0}
+    assert data["counts"] == {"Delete": 0, "Keep": 0, "Review": 2, "Port": 0, "Fix": 0}
     enable, disable = data["overrides"]
     assert enable == {
         "target": TARGET,
@@ -153,8 +153,9 @@ def test_json_has_every_contract_key():
             "transformers 5.9.0": "the rest as shipped",
             "transformers 5.10.1": "the rest as shipped",
         },
-        "advice": "Delete",
-        "reason": "fixes the ValueError on 5.10.1; elsewhere changes nothing",
+        "advice": "Review",
+        "reason": "redundant on 4.57.6, 5.9.0; harmful on 5.10.1, but it could not run on 99.0 (requested): delete it "
+        "once it runs there",
         "caveat": None,
         "first_changed": "transformers 5.10.1",
         "last_same": "transformers 5.9.0",
@@ -301,7 +302,7 @@ def test_truncate_keeps_the_tables_and_cuts_details_first():
     assert len(cut.encode()) <= len(text.encode()) - 10 and cut.count("<details>") == cut.count("</details>")
     limit = len(head.encode()) // 2  # not even the top fits: it is cut at a line, with the note
     small = render.truncate(text, limit)
-    assert len(small.encode()) <= limit and small.startswith("# CharacterCausalLMWrapper: delete both overrides\n")
+    assert len(small.encode()) <= limit and small.startswith("# CharacterCausalLMWrapper: review both overrides\n")
     assert small.endswith(render.TRUNCATED + "\n") and render.VERSIONS not in small
 
 

@@ -41,8 +41,14 @@ def subject(*observations, methods=BOTH, probes=("p",), unprobed=(), status="ok"
         (subject(probes=()), NO_PROBE, "no probe exercises gradient_checkpointing_enable"),
         (subject(methods=(), probes=()), NO_PROBE, "the class overrides no method of transformers"),
         (subject(obs("x", 1, 1), reached("p", [ENABLE]), unprobed=(DISABLE,)), INCONCLUSIVE, "no probe exercises"),
-        # errored identically before reaching anything: nothing was observed
-        (subject(obs("error", "E: x", "E: x"), reached("p", [])), INCONCLUSIVE, "never ran"),
+        # every probe that runs the class errored, with the overrides and without: it could not run
+        (subject(obs("error", "E: x", "E: y"), reached("p", [])), "fails as shipped", "without: E: x"),
+        # one probe errored identically before reaching anything, another observed without them running
+        (
+            subject(obs("error", "E: x", "E: x"), reached("p", []), obs("y", 1, 1, probe="q"), reached("q", [])),
+            INCONCLUSIVE,
+            "never ran",
+        ),
         # the probe itself says it saw nothing, on both sides
         (
             subject(obs("inconclusive", "no layers", "no layers", carries=False), reached("p", BOTH)),

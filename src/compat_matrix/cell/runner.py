@@ -24,6 +24,7 @@ import inspect
 import json
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -41,6 +42,7 @@ from compat_matrix.cell.observe import BUILDS_ON, DEFAULT_TIMEOUT, ProbeTimeout,
 from compat_matrix.cell.probes import (
     ANY,
     ERROR,
+    LINES,
     MODEL,
     PREWARM,
     REACHED,
@@ -63,6 +65,7 @@ from compat_matrix.shared.results import (
     OK,
     TIMED_OUT,
     CellResult,
+    Code,
     Discovery,
     Observation,
     Override,
@@ -88,6 +91,7 @@ def pair(probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[Observ
         if set(names) <= {REACHED}:
             continue  # nothing to look at for this subject (no setter to call, say): no observation at all
         for name in names:
+            shipped_only = name == LINES  # watched on the class as shipped alone
             observations.append(
                 Observation(
                     probe.name,
@@ -95,8 +99,9 @@ def pair(probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[Observ
                     by_variant[variants.OVERRIDE].get(name),
                     by_variant[variants.BASE].get(name),
                     probe.carrying(name),
-                    _per_name(by_variant, variants.WITHOUT, name),
-                    _per_name(by_variant, variants.ONLY, name),
+                    () if shipped_only else _per_name(by_variant, variants.WITHOUT, name),
+                    () if shipped_only else _per_name(by_variant, variants.ONLY, name),
+                    () if shipped_only else _per_name(by_variant, variants.FIXED, name),
                 )
             )
     return observations
@@ -249,7 +254,7 @@ def run_variant(
     for probe in probes:
         progress.write_text(f"{probe.name} ({variant})")
         try:
-            values[probe.name] = call_probe(probe, build, timeout, watched)
+            values[probe.name] = call_probe(probe, build, timeout, watched, lines=variant == variants.OVERRIDE)
         except ProbeTimeout as exc:
             return {"values": values, "timed_out": f"{probe.name} ({variant}): {exc}"}
     return {"values": values, "timed_out": None}
@@ -306,7 +311,7 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     prepare(methods)
     gc.freeze()
     orphans = tuple((name, why) for name in methods if (why := orphaned(cls, name)))
-    failed = replace(failed, orphaned=orphans)
+    failed = replace(failed, orphaned=orphans, code=watch(cls, methods))
     probes = probes_for(methods, failed.kind)
     exercised = {m for p in probes for m in p.exercises}
     unprobed = tuple(m for m in methods if m not in exercised and ANY[0] not in exercised)
@@ -328,7 +333,7 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     # deleting X alone already changed something.
     batches: list[Callable[[], list[str]]] = [
         lambda: everything[:2],
-        lambda: [v for v in everything if v.startswith(variants.WITHOUT)],
+        lambda: [v for v in everything if v.startswith(variants.WITHOUT)] + fixable(cls, methods, runs),
         lambda: [v for v in everything if v.startswith(variants.ONLY)],
         lambda: together(done, probes, runs),
     ]
@@ -358,6 +363,24 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
 
 IMPORT_FAILED = "import-failed"  # a subject's class, or a transformers module the probes need, cannot be imported
 COULD_NOT_BUILD = "could-not-build"  # the default factory cannot make the subject tiny: it needs a factory
+
+
+def watch(cls: type, methods: tuple[str, ...]) -> tuple[Code, ...]:
+    """Instrumented copies of each audited name's functions as shipped and of its base implementation, swapped in
+    before the variants are forked (compat_matrix.cell.tracing.install); the code as shipped, statement by
+    statement, of each audited method whose every function has a copy."""
+    code = []
+    for name in methods:
+        base = variants.defining_class(cls, name, after=cls)
+        if base is not None:
+            tracing.install(vars(base)[name])
+        shipped = vars(cls)[name]
+        units = tracing.install(shipped)
+        if tracing.functions(shipped) and len(units) == len(tracing.functions(shipped)):
+            found = [unit for copy in units.values() for unit in copy]
+            file = found[0].file if found else ""
+            code.append(Code(name, file, tuple((u.key, u.statements) for u in found)))
+    return tuple(code)
 
 
 def unbuildable(
@@ -435,6 +458,24 @@ def _to_run(variant: str, probes: list[Probe], runs: dict[str, dict[str, Values]
     reference = runs[chosen.reference]
     ran = {p.name for p in probes if set(chosen.names) & set(reference.get(p.name, {}).get(REACHED, ()))}
     return [p for p in probes if p.name in differed | ran]
+
+
+def fixable(cls: type, methods: tuple[str, ...], runs: dict[str, dict[str, Values]]) -> list[str]:
+    """`fixed X` for each audited function that transformers calls, on this release, with arguments it cannot
+    take: the class as shipped raised the TypeError of a call it cannot bind, or transformers' calls of it (the
+    `transformers_calls` probe) pass what its signature cannot take. The variant verifies the Fix."""
+    shipped = runs.get(variants.OVERRIDE, {})
+    said = json.dumps(shipped)
+    found = []
+    for name in methods:
+        calls = (shipped.get("transformers_calls") or {}).get(name) or {}
+        cannot_bind = re.search(rf"\b{re.escape(name)}\(\) ({CANNOT_BIND})", said)
+        if (cannot_bind or calls.get("cannot_take")) and inspect.isfunction(vars(cls).get(name)):
+            found.append(variants.FIXED + name)
+    return found
+
+
+CANNOT_BIND = "got an unexpected keyword argument|takes \\d+ positional arguments? but|got multiple values for argument"
 
 
 def together(subject: SubjectResult, probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[str]:

@@ -1,12 +1,14 @@
-"""Which audited names ran: the code objects of audited methods, a cheap hook on entering them, and reads of
-audited class attributes.
+"""Which audited names ran, and which of their statements: the code objects of audited methods, a cheap hook on
+entering them, and reads of audited class attributes.
 
-Watching code objects rather than wrapping functions
-leaves methods untouched: identity checks such as transformers' `_is_overridden` see exactly what ships. On Python
-3.12 and later, `sys.monitoring` reports the start of the watched code objects alone, and nothing else pays. Before
-3.12, a trace function (`sys.settrace`) is called on entering every frame and returns None, asking for no line
-events; the interpreter then runs every instruction in its tracing mode, which roughly doubles what a probe costs.
-A class attribute has no code: while a probe runs, it is read through a descriptor (`Read`) that notes who read it.
+Watching code objects rather than wrapping functions leaves methods untouched: identity checks such as
+transformers' `_is_overridden` see exactly what ships. An audited function is watched through an instrumented copy
+of its code (compat_matrix.cell.instrument, `install`): it calls `hit` when it starts and before each statement,
+which costs the rest of the program nothing. Code that has no copy (no source) falls back on `sys.monitoring` from
+Python 3.12, which reports the start of the watched code objects alone, and before 3.12 on a trace function
+(`sys.settrace`), which puts the interpreter in its tracing mode for every instruction while it is set; neither
+reports statements. A class attribute has no code: while a probe runs, it is read through a descriptor (`Read`)
+that notes who read it.
 """
 
 from __future__ import annotations
@@ -19,27 +21,91 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from compat_matrix.cell import instrument
+from compat_matrix.cell.instrument import Unit
+
 OnCall = Callable[[types.FrameType], None]
 Watched = dict[str, tuple[types.CodeType, ...]]  # a name, and the code objects that run when it is called
 
 _WATCHED: dict[types.CodeType, list[OnCall]] = {}
+_TOP: dict[int, types.CodeType] = {}  # a unit of an instrumented copy: the code of the function it belongs to
+_UNITS: dict[int, Unit] = {}
+_COPIES: dict[types.CodeType, tuple[Unit, ...]] = {}  # each instrumented copy's code, and its units
+_LINES: set[tuple[int, int]] | None = None  # while statements are watched: (unit, line) of each that ran
 
 
-def bodies(attribute: Any) -> tuple[types.CodeType, ...]:
-    """The code objects that run when `attribute` (a class attribute, as `vars(cls)` holds it) is called or read:
+def _hit(unit: int, line: int) -> None:
+    """Called by the instrumented copies: before a statement (`line`), or when a function starts (line 0)."""
+    if line:
+        if _LINES is not None:
+            _LINES.add((unit, line))
+        return
+    callbacks = _WATCHED.get(_TOP[unit])
+    if callbacks:
+        frame = inspect.currentframe().f_back
+        for on_call in callbacks:
+            on_call(frame)
+
+
+def functions(attribute: Any) -> tuple[types.FunctionType, ...]:
+    """The functions that run when `attribute` (a class attribute, as `vars(cls)` holds it) is called or read:
     the innermost function of a decorator chain, the functions of a classmethod, staticmethod or property.
     A generic decorator's own wrapper is left out: it is shared with every other function it decorates."""
     if isinstance(attribute, (classmethod, staticmethod)):
-        return bodies(attribute.__func__)
+        return functions(attribute.__func__)
     if isinstance(attribute, property):
-        return tuple(code for f in (attribute.fget, attribute.fset, attribute.fdel) if f for code in bodies(f))
+        return tuple(g for f in (attribute.fget, attribute.fset, attribute.fdel) if f for g in functions(f))
     if callable(attribute) and not isinstance(attribute, type):
         function = inspect.unwrap(attribute)
         while (inner := _wrapped_without_wraps(function)) is not None:
             function = inspect.unwrap(inner)
-        code = getattr(function, "__code__", None)
-        return (code,) if isinstance(code, types.CodeType) else ()
+        return (function,) if isinstance(getattr(function, "__code__", None), types.CodeType) else ()
     return ()
+
+
+def bodies(attribute: Any) -> tuple[types.CodeType, ...]:
+    """The code objects that run when `attribute` is called or read (see `functions`)."""
+    return tuple(function.__code__ for function in functions(attribute))
+
+
+def install(attribute: Any) -> dict[str, tuple[Unit, ...]]:
+    """Swap an instrumented copy in for the code of each function of `attribute` that has none yet (in the child
+    that owns the class: the copies stay for its variants); per function that has one now, by its code object's
+    name, its units. A function whose copy cannot be made keeps its code, and is not among them."""
+    import builtins
+
+    setattr(builtins, instrument.HIT, _hit)
+    found = {}
+    for function in functions(attribute):
+        code = function.__code__
+        if code not in _COPIES:
+            copy = instrument.instrument(function, len(_UNITS) + 1)
+            if copy is None:
+                continue
+            function.__code__ = code = copy.code
+            _UNITS.update(copy.units)
+            _TOP.update(dict.fromkeys(copy.units, code))
+            _COPIES[code] = tuple(copy.units.values())
+        found[code.co_qualname] = _COPIES[code]
+    return found
+
+
+@contextlib.contextmanager
+def statements(names: Watched) -> Iterator[dict[str, dict[str, list[int]]]]:
+    """The statements of the watched names' instrumented code that ran during the block (the functions inside
+    them too, wherever they ran): per name, per unit key, the lines. Not nested."""
+    global _LINES
+    owner = {code: name for name, codes in names.items() for code in codes}
+    ran: dict[str, dict[str, list[int]]] = {}
+    _LINES = set()
+    try:
+        yield ran
+    finally:
+        for unit, line in sorted(_LINES):
+            name = owner.get(_TOP[unit])
+            if name is not None:
+                ran.setdefault(name, {}).setdefault(_UNITS[unit].key, []).append(line)
+        _LINES = None
 
 
 def _wrapped_without_wraps(function: Any) -> Any:
@@ -87,25 +153,26 @@ def _tool() -> int:
 @contextlib.contextmanager
 def on_call(codes: tuple[types.CodeType, ...], callback: OnCall) -> Iterator[None]:
     """Call `callback(frame)` whenever a frame of one of `codes` starts, while the block runs. Nests."""
+    plain = tuple(code for code in codes if code not in _COPIES)  # no instrumented copy calls `_hit` for them
     for code in codes:
         _WATCHED.setdefault(code, []).append(callback)
-    if MONITORING is not None:
+    if plain and MONITORING is not None:
         events = MONITORING.events.PY_START | MONITORING.events.PY_RESUME
-        for code in codes:
+        for code in plain:
             MONITORING.set_local_events(_tool(), code, events)
-    else:
+    elif plain:
         previous = sys.gettrace()
         sys.settrace(_trace)
     try:
         yield
     finally:
-        if MONITORING is None:
+        if plain and MONITORING is None:
             sys.settrace(previous)
         for code in codes:
             _WATCHED[code].remove(callback)
             if not _WATCHED[code]:
                 del _WATCHED[code]
-                if MONITORING is not None:
+                if code in plain and MONITORING is not None:
                     MONITORING.set_local_events(_tool(), code, 0)
 
 

@@ -1,11 +1,13 @@
-"""Turning the subject class into a variant, in place, in the child that runs it: delete audited names, or put a
-broken version of one in its place (compat_matrix.shared.variants names the variants)."""
+"""Turning the subject class into a variant, in place, in the child that runs it: delete audited names, put a
+broken version of one in its place, or widen one as a Fix proposes (compat_matrix.shared.variants names the
+variants)."""
 
 from __future__ import annotations
 
-from compat_matrix.cell import mutants
+from compat_matrix.cell import fixes, mutants
 from compat_matrix.shared.variants import (
     BASE,
+    FIXED,
     ONLY,
     OVERRIDE,
     TOGETHER,
@@ -18,6 +20,7 @@ from compat_matrix.shared.variants import (
 
 __all__ = [
     "BASE",
+    "FIXED",
     "ONLY",
     "OVERRIDE",
     "TOGETHER",
@@ -54,6 +57,10 @@ def apply(cls: type, variant: str, methods: tuple[str, ...]) -> type:
         method, name = broken_parts(variant)
         base = vars(defining_class(cls, method, after=cls))[method]
         setattr(cls, method, mutants.for_method(method)[name](base))
+        return cls
+    if chosen.name.startswith(FIXED):
+        if not fixes.widen(cls, chosen.method):
+            raise VariantError(f"{cls.__qualname__}.{chosen.method} cannot be widened: not a function of its own")
         return cls
     for name in chosen.deleted(methods):
         delattr(cls, name)

@@ -13,11 +13,13 @@ version, and the release it replaced a vanished one. Two cells that installed th
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compat_matrix.host import prerelease
 from compat_matrix.host.exits import BadInput
 from compat_matrix.shared.vocabulary import FAILING_CHANGES, ChangeKind
 
@@ -25,7 +27,7 @@ NEW, VANISHED, FLIPPED = ChangeKind.NEW, ChangeKind.VANISHED, ChangeKind.FLIPPED
 CHANGED, APPEARED, GONE = ChangeKind.CHANGED, ChangeKind.APPEARED, ChangeKind.GONE
 CONCLUDED, NEW_OVERRIDE, GONE_OVERRIDE = ChangeKind.CONCLUDED, ChangeKind.NEW_OVERRIDE, ChangeKind.GONE_OVERRIDE
 SCHEMAS = (1, 2)  # of the report JSON, both readable as a baseline
-INFORMING = ("reached", "warnings")  # observations that never fail a baseline check, whatever they carry
+INFORMING = ("reached", "lines", "warnings")  # observations that never fail a baseline check, whatever they carry
 
 
 class BaselineError(BadInput):
@@ -58,11 +60,38 @@ def load_report(path: Path) -> dict[str, Any]:
     return data
 
 
+def reports_in(paths: list[Path]) -> list[dict]:
+    """The reports named, and those in the folders named (any other JSON file there, a bisection's answer, is
+    not a report and is skipped)."""
+    found = []
+    for path in paths:
+        if not path.is_dir():
+            found.append(load_report(path))
+            continue
+        for file in sorted(path.glob("*.json")):
+            with contextlib.suppress(BaselineError):
+                found.append(load_report(file))
+    return found
+
+
+def baseline_for(path: Path, matrix: str) -> dict | None:
+    """The baseline report of `matrix`: the file `path`, or `<matrix>.json` in the folder `path` (None where the
+    folder has none)."""
+    if path.is_dir():
+        path = path / f"{matrix}.json"
+        if not path.exists():
+            return None
+    found = load_report(path)
+    if found.get("matrix") != matrix:
+        raise BadInput([f"--baseline {path}: a report of matrix {found.get('matrix')!r}, not {matrix!r}"])
+    return found
+
+
 def row(cell: dict[str, Any]) -> str:
     """The installed versions of the cell's axes; what was asked for where nothing was installed."""
     resolved = cell.get("resolved") or {}
     return ", ".join(
-        f"{axis} {resolved[axis]}" if axis in resolved else f"{axis} {value} (requested)"
+        f"{axis} {prerelease.marked(resolved[axis])}" if axis in resolved else f"{axis} {value} (requested)"
         for axis, value in cell["requested"].items()
     )
 
@@ -197,4 +226,5 @@ def _short(value: Any) -> str:
 
 
 def failing(changes: list[Change]) -> bool:
-    return any(c.kind in FAILING_CHANGES for c in changes)
+    """Whether any change fails a baseline check; one on a pre-release's row only warns."""
+    return any(c.kind in FAILING_CHANGES and not prerelease.early_label(c.row) for c in changes)

@@ -17,8 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from compat_matrix import __version__
-from compat_matrix.host import bisection, exits, plan, render, resolve
-from compat_matrix.host.baseline import compare, failing, load_report
+from compat_matrix.host import bisection, exits, gh, plan, render, resolve
+from compat_matrix.host.baseline import baseline_for, compare, failing, load_report, reports_in
 from compat_matrix.host.exits import BadInput, Outcome
 from compat_matrix.host.spec import display_path, matrix_files
 
@@ -109,6 +109,36 @@ def cmd_diff(args: argparse.Namespace) -> Outcome:
         print(change)
     print(f"{len(changes)} changes" if changes else "no changes")
     return Outcome(failed_checks=tuple(str(c) for c in changes if failing([c])))
+
+
+def cmd_watch(args: argparse.Namespace) -> Outcome:
+    """What to do about each matrix's one issue (compat_matrix.host.watch): printed as JSON, or with --gh done."""
+    from compat_matrix.host import watch  # imports pandas (the report's labels): only this command needs it
+
+    reports = reports_in(args.reports)
+    try:
+        issues = gh.listed(watch.LIST) if args.gh else gh.issues_in(args.issues) if args.issues else []
+    except gh.Failed as exc:
+        return Outcome(failed_checks=(str(exc),))
+    decisions = []
+    for new in reports:
+        old = baseline_for(args.baseline, new["matrix"])
+        if old is None:
+            print(f"{new['matrix']}: no baseline in {args.baseline}: commit its report to watch it", file=sys.stderr)
+        issue = watch.open_issue(new["matrix"], issues)
+        decisions.append(watch.decide(old, new, issue, args.run_url or "", args.reports_at or ""))
+    if not args.gh:
+        print(json.dumps([d.to_json() for d in decisions], indent=2, ensure_ascii=False))
+        return Outcome()
+    failed = []
+    for decision in decisions:
+        print(f"{decision.matrix}: {decision.action}" + (f": {decision.title}" if decision.title else ""))
+        try:
+            for command, stdin in watch.gh_calls(decision):
+                gh.run(command, stdin)
+        except gh.Failed as exc:
+            failed.append(str(exc))
+    return Outcome(failed_checks=tuple(failed))
 
 
 def cmd_list(args: argparse.Namespace) -> Outcome:
@@ -209,9 +239,11 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         codes: tuple[int, ...],
         last_line: str = NEVER,
         ok: str = exits.MEANINGS[exits.OK],
+        unmet: str = exits.MEANINGS[exits.UNMET],
     ) -> argparse.ArgumentParser:
-        """A subcommand; `ok` says what exit code 0 means for it, `last_line` when it prints the exit line."""
-        meaning = {**exits.MEANINGS, exits.OK: ok}
+        """A subcommand; `ok` and `unmet` say what exit codes 0 and 1 mean for it, `last_line` when it prints the
+        exit line."""
+        meaning = {**exits.MEANINGS, exits.OK: ok, exits.UNMET: unmet}
         meanings = "\n".join(f"  {code:<3} {meaning[code]}" for code in sorted({*codes, exits.UNEXPECTED}))
         made = sub.add_parser(
             name,
@@ -324,6 +356,32 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     )
     diff.add_argument("old", type=Path, metavar="OLD.json", help="the earlier report")
     diff.add_argument("new", type=Path, metavar="NEW.json", help="the later report")
+
+    watching = command(
+        "watch",
+        cmd_watch,
+        "say what to do about each matrix's one GitHub issue, from the baseline and a new report",
+        "Compares each new report with its baseline (a committed report, or a folder of them) and decides: open an\n"
+        "issue titled with the change, update the open one, comment when it changes again, close it when the\n"
+        "answers are back to the baseline, or nothing. Prints the decisions as JSON (with the gh calls that carry\n"
+        "them out), or with --gh reads the open issues and makes the calls (GH_TOKEN, GH_REPO as gh reads them).",
+        (exits.OK, exits.UNMET, exits.BAD_INPUT),
+        FAILING,
+        "decided (and with --gh, done)",
+        "a gh call failed",
+    )
+    watching.add_argument(
+        "reports", nargs="+", type=Path, metavar="NEW.json", help="the new reports, or folders of them"
+    )
+    watching.add_argument(
+        "--baseline", type=Path, required=True, metavar="PATH", help="the committed report, or a folder of them"
+    )
+    watching.add_argument(
+        "--issues", type=Path, metavar="FILE", help="the open issues, as `gh issue list --json number,title,body`"
+    )
+    watching.add_argument("--gh", action="store_true", help="read the open issues with gh and make the calls")
+    watching.add_argument("--run-url", metavar="URL", help="this run, linked from the issue")
+    watching.add_argument("--reports-at", metavar="TEXT", help="where the new reports are, said in the issue")
 
     summary = command(
         "summary",

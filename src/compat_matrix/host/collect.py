@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 import pandas as pd
 from packaging.version import InvalidVersion, Version
 
+from compat_matrix.host import prerelease
+from compat_matrix.host.prerelease import PRE
 from compat_matrix.host.spec import Subject
 from compat_matrix.probes import registry
 from compat_matrix.shared.results import OK, CellResult, Discovery, SubjectResult
@@ -61,11 +63,13 @@ def varying_axes(results: list[CellResult]) -> list[str]:
 
 
 def label(result: CellResult, axes: list[str]) -> str:
-    """`transformers 5.14.1`: the installed version where known, else what was asked for."""
+    """`transformers 5.14.1`: the installed version where known (`5.25.0rc1 (pre-release)`), else what was asked
+    for."""
     parts = []
     for axis in axes:
         installed = result.resolved.get(axis)
-        parts.append(f"{axis} {installed}" if installed else f"{axis} {result.requested.get(axis, '?')} (requested)")
+        shown = f"{axis} {prerelease.marked(installed)}" if installed else None
+        parts.append(shown or f"{axis} {result.requested.get(axis, '?')} (requested)")
     return ", ".join(parts)
 
 
@@ -73,7 +77,10 @@ _SERIES = re.compile(r"(\d+(?:\.\d+)*)\.x")  # "5.x", "4.57.x": what was asked f
 
 
 def _version_key(text: str | None) -> tuple[int, Version]:
-    """Where a release goes among the others: by version; a series asked for (`5.x`) after every release of it."""
+    """Where a release goes among the others: by version; a series asked for (`5.x`) after every release of it, and
+    `pre` asked for after everything."""
+    if text == PRE:
+        return (2, Version("0"))
     try:
         return (1, Version(str(text).split("+")[0]))
     except InvalidVersion:

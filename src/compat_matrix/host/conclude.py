@@ -31,10 +31,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from compat_matrix.host.collect import SubjectRow
+from compat_matrix.host.prerelease import early_label
 from compat_matrix.host.shipped import ShippedChange, shipped_changes
 from compat_matrix.host.spec import Declared
-from compat_matrix.host.verdict import Judged, Verdict
-from compat_matrix.probes import registry
+from compat_matrix.host.verdict import INSPECTS, Judged, Verdict
 from compat_matrix.shared import evidence
 from compat_matrix.shared.results import METHOD, Observation, SubjectResult, failure_in
 from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind, ObservationName, VerdictKind
@@ -58,6 +58,20 @@ class Contrast:
 
 
 @dataclass(frozen=True)
+class Fix:
+    """What transformers passes an override on one release that it cannot take, and whether taking it fixes the
+    class there: the `fixed X` variant (the override widened to take it and pass it on) ran where the class as
+    shipped raised, and raised nothing there (`verified`); None where that variant did not run."""
+
+    parameters: tuple[str, ...]  # the keyword arguments it cannot take (`a positional argument` for one by place)
+    sites: tuple[
+        str, ...
+    ]  # transformers' calls that pass them: `tie_weights(missing_keys=…) at modeling_utils.py:4628`
+    verified: bool | None = None
+    still: str | None = None  # where not verified: what the widened override still raises, `Type: message`
+
+
+@dataclass(frozen=True)
 class Conclusion:
     """What deleting the audited method(s) does on one release, and the evidence behind it."""
 
@@ -65,6 +79,19 @@ class Conclusion:
     contrasts: tuple[Contrast, ...] = ()  # in ORDER of their kinds
     why: str | None = None  # inconclusive, orphaned or could not run: the reason, as the cell said it
     context: str | None = None  # for one audited name among several: the context that carried it (evidence)
+    fix: Fix | None = None  # for one audited name: what it cannot take here, where transformers passes it that
+    coupled: bool = False  # it differs only with the other overrides kept: deleting all of them changes nothing
+
+    @property
+    def shipped_works(self) -> bool:
+        """Whether the class as shipped ran wherever deleting the override changes something: no contrast has an
+        error on its side (an override that behaves differently and breaks nothing does its job)."""
+        return not any(error_of(c.observation, c.observation.override) for c in self.contrasts)
+
+    @property
+    def does_its_job(self) -> bool:
+        """Behaves differently on its own (not only beside the other overrides), and the class as shipped ran."""
+        return self.kind == DIFFERENTLY and self.shipped_works and not self.coupled
 
 
 def error_of(observation: Observation, value: Any) -> str | None:
@@ -99,9 +126,6 @@ def from_contrasts(contrasts: list[Contrast]) -> Conclusion:
     return Conclusion(kind, tuple(sorted(contrasts, key=lambda c: ORDER.index(c.kind))))
 
 
-INSPECTS = frozenset(name for name, p in registry().items() if p.inspects)  # probes that read the class, not run it
-
-
 def _behaviour(contrasts: list[Contrast]) -> list[Contrast]:
     """The values that differ where the code ran and did not fail on one side: not warnings, not what a probe that
     only reads the class saw (a signature that cannot take what a release passes: the error itself shows it), not
@@ -129,7 +153,7 @@ def conclude(subject: SubjectResult | None, verdict: Verdict, titles: dict[str, 
     if verdict.verdict != VerdictKind.DIFFERS or subject is None:
         why = f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict
         return Conclusion(COULD_NOT_RUN, why=why)
-    differing = [o for o in subject.observations if o.carries and not o.same]
+    differing = [o for o in subject.observations if evidence.counts(o)]
     return from_contrasts([contrast(o, _title(o, titles)) for o in differing])
 
 
@@ -142,7 +166,8 @@ def conclude_method(subject: SubjectResult | None, verdict: Verdict, method: str
     judged = evidence.judge(subject, method)
     if judged.verdict == evidence.DIFFERS:
         found = from_contrasts([contrast(o, _title(o, titles)) for o in judged.differing])
-        return replace(found, context=judged.context)
+        coupled = judged.context == evidence.WITH_REST and _alike_all_deleted(subject, judged.differing)
+        return replace(found, context=judged.context, fix=fix_of(subject, method), coupled=coupled)
     if judged.verdict == evidence.SAME:
         jointly = evidence.together(subject) if method in evidence.redundant(subject) else ()
         if jointly:  # each alone changes nothing, but deleting them all at once does
@@ -152,6 +177,69 @@ def conclude_method(subject: SubjectResult | None, verdict: Verdict, method: str
     if judged.verdict == evidence.ORPHANED:
         return Conclusion(ORPHANED, why=judged.reason)
     return Conclusion(UNKNOWN, why=judged.reason)
+
+
+def _alike_all_deleted(subject: SubjectResult, differing: Sequence[Observation]) -> bool:
+    """Whether every observation that differs with one override deleted is the same as shipped with all of them
+    deleted: its difference comes from the others (an enable that sets a mark its own disable reads)."""
+    shipped = {(o.probe, o.name): o for o in subject.observations}
+    return all((o.probe, o.name) in shipped and shipped[o.probe, o.name].same for o in differing)
+
+
+_UNEXPECTED = re.compile(r"\b(\w+)\(\) got an unexpected keyword argument '(\w+)'")
+_POSITIONAL = re.compile(r"\b(\w+)\(\) takes \d+ positional arguments? but \d+ (?:were|was) given")
+_KEYWORD = re.compile(r"(\w+)=…")
+
+
+def fix_of(subject: SubjectResult, method: str) -> Fix | None:
+    """What transformers passes `method` here that it cannot take, from the errors of the class as shipped (a call
+    it cannot bind) and from transformers' calls of it; with the `fixed` variant's verdict on it. None where
+    nothing is passed that it cannot take."""
+    sites = _cannot_take(subject, method)
+    passed = {k for site in sites for k in _KEYWORD.findall(site.partition(" at ")[0])}
+    missing = _signature_gap(subject, method)  # of what a site passes, what the override cannot take by name
+    parameters = passed & missing if missing is not None else set()
+    bound = []  # the observations where the class as shipped could not bind a call of it
+    for o in subject.observations:
+        error = error_of(o, o.override)
+        found = [m.group(2) for m in _UNEXPECTED.finditer(error or "") if m.group(1) == method]
+        positional = any(m.group(1) == method for m in _POSITIONAL.finditer(error or ""))
+        if found or positional:
+            bound.append(o)
+            parameters |= set(found) | ({"a positional argument"} if positional else set())
+    if not parameters:
+        return None
+    tried = [o for o in subject.observations if method in dict(o.fixed)]
+    if not tried:
+        return Fix(tuple(sorted(parameters)), sites)
+    still = _still(tried, bound, method)
+    return Fix(tuple(sorted(parameters)), sites, still is None, still)
+
+
+def _still(tried: list[Observation], bound: list[Observation], method: str) -> str | None:
+    """What the widened override still raises, where the class as shipped could not bind a call of it or where
+    the class as shipped ran; None where it raises nothing of the kind."""
+    for o in tried:
+        error = error_of(o, dict(o.fixed)[method])
+        if error and (o in bound or not error_of(o, o.override)):
+            return error
+    return None
+
+
+def _signature_gap(subject: SubjectResult, method: str) -> set[str] | None:
+    """The names of the base's parameters that the override as shipped cannot take (the `signature` probe), or
+    None where that probe did not look."""
+    for o in subject.observations:
+        if o.probe == "signature" and o.name == method and isinstance(o.override, dict):
+            return {str(p).split(" (")[0] for p in o.override.get("cannot_take") or ()}
+    return None
+
+
+def _cannot_take(subject: SubjectResult, method: str) -> tuple[str, ...]:
+    for o in subject.observations:
+        if o.probe == "transformers_calls" and o.name == method and isinstance(o.override, dict):
+            return tuple(o.override.get("cannot_take") or ())
+    return ()
 
 
 @dataclass(frozen=True)
@@ -249,23 +337,37 @@ def advise(rows: Sequence[tuple[str, Conclusion]], caveat: str | None = None) ->
 
 
 def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
+    # a pre-release that did not run (none to stand for, or it would not install) is no tested release
+    rows = [(label, c) for label, c in rows if not (c.kind == COULD_NOT_RUN and early_label(label))]
     by_kind: dict[ConclusionKind, list[str]] = {}
     for label, conclusion in rows:
         by_kind.setdefault(conclusion.kind, []).append(label)
     releases = tuple((kind, tuple(labels)) for kind, labels in by_kind.items())
     ran = set(by_kind) - {COULD_NOT_RUN}
+    everywhere = COULD_NOT_RUN not in by_kind  # Delete rests on every tested release: one that could not run may differ
     if not ran:
         return Advice(AdviceKind.REVIEW, releases)
     if ORPHANED in ran and ran & {NEEDED, DIFFERENTLY, HARMFUL}:
         return Advice(AdviceKind.PORT, releases)  # what it did on some release is gone on another
     if ORPHANED in ran and not ran - {ORPHANED, REDUNDANT}:
         # it did nothing on any tested release: Delete where another release shows that, else ask
-        return Advice(AdviceKind.DELETE if REDUNDANT in ran else AdviceKind.REVIEW, releases)
-    if NEEDED in ran:
+        return Advice(AdviceKind.DELETE if REDUNDANT in ran and everywhere else AdviceKind.REVIEW, releases)
+    if _fixes(rows) and ran & {NEEDED, DIFFERENTLY}:
+        return Advice(AdviceKind.FIX, releases)  # it breaks where it cannot take what is passed, and works elsewhere
+    if NEEDED in ran and HARMFUL not in ran:
         return Advice(AdviceKind.KEEP, releases)
     if ran <= {REDUNDANT, HARMFUL}:
-        return Advice(AdviceKind.DELETE, releases)
+        return Advice(AdviceKind.DELETE if everywhere else AdviceKind.REVIEW, releases)
+    if ran <= {NEEDED, DIFFERENTLY} and all(c.does_its_job for _, c in rows if c.kind == DIFFERENTLY):
+        return Advice(AdviceKind.KEEP, releases)  # it does its job wherever it ran: deleting it changes that
     return Advice(AdviceKind.REVIEW, releases)
+
+
+def _fixes(rows: Sequence[tuple[str, Conclusion]]) -> bool:
+    """Whether taking what transformers passes would fix every release where the class as shipped breaks: each
+    harmful release, and each where it behaves differently and raises as shipped, has a Fix."""
+    broken = [c for _, c in rows if c.kind == HARMFUL or (c.kind == DIFFERENTLY and not c.shipped_works)]
+    return bool(broken) and all(c.fix is not None for c in broken)
 
 
 @dataclass(frozen=True)

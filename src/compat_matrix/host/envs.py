@@ -427,7 +427,7 @@ def _install(
         if done.returncode != 0:
             log(done.stderr.strip())
             return failed_result(spec, cell, INSTALL_FAILED, installer_reason(done.stderr + done.stdout))
-    why = mismatched_builds(installed(python))
+    why = mismatched_builds(installed(python), import_error(python))
     if why:
         return failed_result(spec, cell, INSTALL_FAILED, why)
     write_json_atomic(home / STAMP, Stamp(environment, asked(args)).to_json())
@@ -462,23 +462,40 @@ def installed(python: Path) -> dict[str, str]:
         return {}
 
 
-def mismatched_builds(versions: Mapping[str, str]) -> str | None:
-    """Why packages built against torch cannot load beside the installed torch (a CUDA torchvision from the package
-    index beside a CPU torch from local wheels: `torchvision::nms does not exist`), or None. Their builds must come
-    from the same source as torch: its local label (`+cpu`) says which."""
+def mismatched_builds(versions: Mapping[str, str], import_error: Callable[[str], str | None]) -> str | None:
+    """Why a package built against torch cannot load beside the installed torch (a CUDA torchvision from the
+    package index beside a CPU torch from local wheels: `torchvision::nms does not exist`), or None. A build whose
+    local label (`+cpu`) differs from torch's may still load (one without CUDA extensions, one built from source):
+    only one that then fails to import (`import_error(name)`: its error, or None) is refused, with that error."""
     torch = versions.get("torch")
     if torch is None:
         return None
     label = Version(torch).local
     for name in BUILT_AGAINST_TORCH:
-        if name in versions and Version(versions[name]).local != label:
+        if name in versions and Version(versions[name]).local != label and (error := import_error(name)):
             build = f"a {label} build" if label else "a build of the package index"
             return (
-                f"{name} {versions[name]} cannot load beside torch {torch}: it is not {build}; install both from "
-                f"one source (a {name} wheel beside the torch wheel in the find-links folder, or uv's torch "
-                "backend: UV_TORCH_BACKEND=cpu)"
+                f"{name} {versions[name]} cannot load beside torch {torch} ({error}): it is not {build}; install "
+                f"both from one source (a {name} wheel beside the torch wheel in the find-links folder, or uv's "
+                "torch backend: UV_TORCH_BACKEND=cpu)"
             )
     return None
+
+
+def import_error(python: Path) -> Callable[[str], str | None]:
+    """`import_error(name)`: the last line of what importing `name` in the environment of `python` raised, or None
+    when it imports."""
+
+    def error(name: str) -> str | None:
+        done = subprocess.run([str(python), "-c", f"import {name}"], capture_output=True, text=True, env=_plain_env())
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        return None if done.returncode == 0 else (lines[-1].strip() if lines else f"exit code {done.returncode}")
+
+    return error
+
+
+def _plain_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
 
 
 def _probe(spec: MatrixSpec, cell: Cell, python: Path, out: Path, deadline: float, started: float) -> CellResult:
@@ -529,6 +546,9 @@ def runner_environment(home: Path) -> dict[str, str]:
         "PYTHONPATH": str(runner_path(home)),
         "HF_HUB_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        # One order for sets of strings in every run: transformers prints them in error messages (the shared tensors
+        # of a save), and a re-run whose results are unchanged must leave the report byte-identical.
+        "PYTHONHASHSEED": "0",
         # Tiny models: one thread per cell is fastest, and cells already run one per core.
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
     }
@@ -584,7 +604,16 @@ def python_available(version: str) -> bool:
 
 
 def write_unavailable(spec: MatrixSpec, cell: Cell, reports: Path) -> CellResult:
-    result = failed_result(spec, cell, NO_INTERPRETER, f"no Python {cell.python} on this machine")
+    return write_failed(spec, cell, reports, NO_INTERPRETER, f"no Python {cell.python} on this machine")
+
+
+def write_skipped(spec: MatrixSpec, cell: Cell, reports: Path, reason: str) -> CellResult:
+    """The result of a cell with nothing to install (`pre` with no pre-release to stand for), saying why."""
+    return write_failed(spec, cell, reports, Status.SKIPPED, reason)
+
+
+def write_failed(spec: MatrixSpec, cell: Cell, reports: Path, status: str, reason: str) -> CellResult:
+    result = failed_result(spec, cell, status, reason)
     write_json_atomic(result_path(reports, cell), result.to_json())
     return result
 

@@ -6,7 +6,8 @@ formats it. Pure functions over the conclusions.
   breakage, and it needs work, not a deletion), Review, Keep, Delete; ties keep the matrix file's order (subjects,
   then audited names). A subject with nothing audited gets one row of its own conclusions.
 - One column per tested release, oldest first, or per stretch of neighbouring releases on which every row reads
-  alike (the same conclusion), so that a sweep of 25 releases stays a few columns wide where nothing changes.
+  alike (the same conclusion), so that a sweep of 25 releases stays a few columns wide where nothing changes. A
+  pre-release (compat_matrix.host.prerelease) is always a column of its own: it warns about the next release.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compat_matrix.host.conclude import COULD_NOT_RUN, OnRelease, Override, SubjectConclusions, advise
+from compat_matrix.host.prerelease import early_label
 from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind
 
-ORDER = (AdviceKind.PORT, AdviceKind.REVIEW, AdviceKind.KEEP, AdviceKind.DELETE)  # after the harmful ones
+ORDER = (AdviceKind.FIX, AdviceKind.PORT, AdviceKind.REVIEW, AdviceKind.KEEP, AdviceKind.DELETE)  # after harmful
 
 
 def rank(override: Override) -> int:
@@ -75,7 +77,8 @@ def make(subjects: Sequence[SubjectConclusions]) -> Grid:
     columns: list[list[str]] = []
     for label in labels:
         here = [k.get(label, COULD_NOT_RUN) for k in kinds]
-        if columns and [k.get(columns[-1][-1], COULD_NOT_RUN) for k in kinds] == here:
+        alone = early_label(label) or (columns and early_label(columns[-1][-1]))  # a pre-release keeps its column
+        if columns and not alone and [k.get(columns[-1][-1], COULD_NOT_RUN) for k in kinds] == here:
             columns[-1].append(label)
         else:
             columns.append([label])

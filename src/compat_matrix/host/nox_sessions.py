@@ -31,6 +31,7 @@ from packaging.version import Version
 from compat_matrix.host import bisection, cells, envs, exits, plan, progress, verdict
 from compat_matrix.host.exits import BadInput, Outcome
 from compat_matrix.host.plan import Plan
+from compat_matrix.host.prerelease import PRE
 from compat_matrix.shared.results import write_json_atomic, write_text_atomic
 
 REPORT_NEEDS = ("pandas", "packaging")  # imported by the report, which runs in nox's own Python
@@ -129,6 +130,9 @@ def cell_session(run: Plan, matrix: plan.Matrix, cell: cells.Cell) -> None:
 
     def session_of_cell(session: nox.Session) -> None:
         pins, unpinned = (run.pins, run.unpinned) if run.pins is not None else planned_now(matrix, cell)
+        if cell.id in unpinned and PRE in cell.requested.values():  # no requirement says "the newest pre-release"
+            session.log(progress.line(envs.write_skipped(matrix.spec, cell, matrix.reports, unpinned[cell.id])))
+            return
         if cell.id in unpinned:
             session.log(
                 f"package index not readable ({unpinned[cell.id]}): installing {', '.join(cell.pins)} as requested"
@@ -139,7 +143,7 @@ def cell_session(run: Plan, matrix: plan.Matrix, cell: cells.Cell) -> None:
         )
         if not run.handed_down:  # run on its own: no one else tells that it finished
             session.log(progress.line(result))
-        why = verdict.could_not_run(result)
+        why = verdict.fails_run(result)
         if why:
             session.error(f"{cell.id} could not run: {why}" + (f": {result.reason}" if result.reason else ""))
 
@@ -147,7 +151,12 @@ def cell_session(run: Plan, matrix: plan.Matrix, cell: cells.Cell) -> None:
         envs.write_unavailable(matrix.spec, cell, matrix.reports)
         session.error(f"{cell.id} could not run: {envs.NO_INTERPRETER}: python {cell.python}")
 
-    if cell.python and not envs.python_available(cell.python):
+    def skipped(session: nox.Session) -> None:
+        session.log(progress.line(envs.write_skipped(matrix.spec, cell, matrix.reports, run.unpinned[cell.id])))
+
+    if run.pins is not None and cell.id in run.unpinned and PRE in cell.requested.values():
+        nox.session(name=cell.id, python=False, default=False, allow_parallel=True)(skipped)  # no environment
+    elif cell.python and not envs.python_available(cell.python):
         nox.session(name=cell.id, python=False, default=False, allow_parallel=True)(unavailable)
     else:
         nox.session(name=cell.id, python=cell.python, default=False, allow_parallel=True)(session_of_cell)
@@ -275,7 +284,7 @@ def cells_outcome(selected: Sequence[tuple[plan.Matrix, cells.Cell]]) -> Outcome
     """The outcome of cells run without a report: each that could not run, once."""
     failed = []
     for matrix, cell in selected:
-        why = verdict.could_not_run(cells.read_result(matrix.spec.name, cell, matrix.reports))
+        why = verdict.fails_run(cells.read_result(matrix.spec.name, cell, matrix.reports))
         if why:
             failed.append(f"{cell.id} ({why})")
     return Outcome(cells=len(selected), could_not_run=tuple(failed), checked=False)

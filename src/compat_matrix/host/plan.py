@@ -398,13 +398,18 @@ def pinned(
     planned: Sequence[tuple[Matrix, Cell]], lookups: Callable[[str | None], Callable[[str], Sequence[Version]]]
 ) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     """The release each ranged axis value of each cell installs today (resolve.pins), by cell id; and, for the
-    cells whose values could not be resolved (an index that cannot be read), why."""
+    cells whose values could not be resolved (an index that cannot be read, or `pre` with no pre-release to stand
+    for: resolve.unresolved), why."""
     pins, unpinned = {}, {}
     for matrix, cell in planned:
+        releases_of = lookups(matrix.spec.exclude_newer)
         try:
-            pins[cell.id] = resolve.pins(cell, lookups(matrix.spec.exclude_newer))
+            pins[cell.id] = resolve.pins(cell, releases_of)
+            why = resolve.unresolved(cell, releases_of)
         except resolve.ResolveError as exc:
-            unpinned[cell.id] = str(exc)
+            why = str(exc)
+        if why:
+            unpinned[cell.id] = why
     return pins, unpinned
 
 
@@ -566,8 +571,9 @@ def _returned(func: Callable[..., Any]) -> frozenset[str] | None:
 
 def _names(function: ast.FunctionDef) -> frozenset[str] | None:
     """The names a probe function returns: the keys of the dict displays in its own `return`s, with the names every
-    probe call may add; None when it returns anything else (a helper's answer, a dict made as it runs)."""
-    names: set[str] = set(ObservationName)
+    probe call may add (but `lines`, made on the class as shipped alone: nothing to compare); None when it returns
+    anything else (a helper's answer, a dict made as it runs)."""
+    names: set[str] = set(ObservationName) - {ObservationName.LINES}
     for node in _own_returns(function):
         keys = node.value.keys if isinstance(node.value, ast.Dict) else [None]
         if not all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in keys):

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from compat_matrix.host import wording
+from compat_matrix.host import prerelease, wording
 from compat_matrix.host.baseline import Change, failing
 from compat_matrix.host.collect import Collected
 from compat_matrix.host.conclude import Concluded, Override, RangeCheck, SubjectConclusions
@@ -96,7 +96,9 @@ class Report:
 
     @property
     def status(self) -> str:
-        if any(c.result.status != "ok" for c in self.collected.cells) or any(not r.verdict.ran for r in self.rows):
+        cells = [c.result for c in self.collected.cells if not prerelease.early(c.result.requested, c.result.resolved)]
+        rows = [r for r in self.rows if not prerelease.early(r.row.cell.requested, r.row.cell.resolved)]
+        if any(c.status != "ok" for c in cells) or any(not r.verdict.ran for r in rows):
             return COULD_NOT_RUN
         return FAILING if self.unmet or self.failed_on or failing(list(self.changes or ())) else OK
 

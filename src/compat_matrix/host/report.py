@@ -20,6 +20,7 @@ from compat_matrix.host.baseline import Change, compare, failing, load_report
 from compat_matrix.host.cells import LOGS, Cell, ignore_housekeeping, read_result
 from compat_matrix.host.exits import Outcome
 from compat_matrix.host.plan import Matrix, Plan
+from compat_matrix.host.prerelease import early_label
 from compat_matrix.host.spec import Declared, MatrixSpec, display_path
 from compat_matrix.probes import titles
 from compat_matrix.shared.results import CellResult, write_json_atomic, write_text_atomic
@@ -105,11 +106,12 @@ def make_report(
 
 def reached(decision: grid.Grid, fail_on: Sequence[ConclusionKind], order: Sequence[str]) -> list[str]:
     """`CharacterCausalLMWrapper.gradient_checkpointing_enable: harmful on transformers 5.24.0`: every override (in
-    the grid's order) that reaches a `fail_on` conclusion on some tested release, once per conclusion."""
+    the grid's order) that reaches a `fail_on` conclusion on some tested release, once per conclusion; a
+    pre-release's column only warns."""
     found = []
     for row in decision.rows:
         for kind in fail_on:
-            labels = [label for label, c in row.override.by_release if c.kind == kind]
+            labels = [label for label, c in row.override.by_release if c.kind == kind and not early_label(label)]
             if labels:
                 name = wording.name_of(row.override, True, wording.PLAIN)
                 found.append(f"{name}: {kind} on {wording.versions_text(labels, order)}")
@@ -160,7 +162,7 @@ def write(matrix: Matrix, files: Files, decided: render.Report, results: list[Ce
     write_json_atomic(js, files.data)
     said = timings(results)
     write_text_atomic(reports / LOGS / f"{name}.log", said + "\n")
-    failed = tuple(f"{r.cell} ({why})" for r in results if (why := verdict.could_not_run(r)))
+    failed = tuple(f"{r.cell} ({why})" for r in results if (why := verdict.fails_run(r)))
     several = decided.grid.several
     glances = tuple(  # a line per row of the grid: where its conclusion changes
         f"{wording.name_of(row.override, several, wording.PLAIN)}: {wording.stretches(row.override)}"

@@ -7,7 +7,8 @@
     lookup(environ, before)           `releases` for one run: the index's answer is kept in a small file for a few
                                       minutes (`cache_folder`), so that `nox -l` and the run that follows it ask
                                       the index once
-    resolve("5.x", versions)          the newest release an axis value allows, or None
+    resolve("5.x", versions)          the newest release an axis value allows, or None; for `pre`, the newest
+                                      pre-release where it is newer than every release (compat_matrix.host.prerelease)
     declared_ranges(spec, read)       the range each requirement declares for each axis swept over `range = "declared"`,
                                       read from its metadata (`requires`: the index's, or a local checkout's)
     expand(spec, releases_of)         the spec with every sweep replaced by the releases it stands for
@@ -50,9 +51,11 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from compat_matrix.host import prerelease
 from compat_matrix.host.cells import Cell, cells
 from compat_matrix.host.envs import installer_reason, uv_binary, uv_environment
 from compat_matrix.host.exits import plural
+from compat_matrix.host.prerelease import PRE
 from compat_matrix.host.spec import (
     PYTHON,
     Declared,
@@ -255,7 +258,9 @@ def lookup(environ: Mapping[str, str], exclude_newer: str | None = None) -> Call
 
 def resolve(value: str, versions: Sequence[Version]) -> Version | None:
     """The newest of `versions` that the axis value allows; pre-releases only when asked for or nothing else fits,
-    as installers choose."""
+    as installers choose. `pre`: the newest pre-release, where it is newer than every release."""
+    if value.strip() == PRE:
+        return prerelease.newest(versions)
     return max(axis_specifier(value).filter(versions), default=None)
 
 
@@ -268,13 +273,15 @@ def check_axes(spec: MatrixSpec, releases_of: Callable[[str], Sequence[Version]]
             continue
         versions = releases_of(axis.package)
         resolved = [(value, resolve(value, versions)) for value in axis.values]
-        lines.append(f"{axis.package}: " + ", ".join(f"{value} → {version}" for value, version in resolved))
+        none = f"none ({prerelease.missing(axis.package, versions)})"
+        said = [f"{value} → {version or none if value == PRE else version}" for value, version in resolved]
+        lines.append(f"{axis.package}: " + ", ".join(said))
         newest = f"the newest is {versions[-1]}" if versions else "there is none"
-        problems += [
+        problems += [  # `pre` with nothing to stand for is a cell skipped with its reason, not a bad file
             f"{spec.path}: {dotted('axes', axis.package)} = {show(value)}: no release of {axis.package} matches "
             f"({newest})"
             for value, version in resolved
-            if version is None
+            if version is None and value != PRE
         ]
     return lines, problems
 
@@ -295,6 +302,15 @@ def pins(cell: Cell, releases_of: Callable[[str], Sequence[Version]]) -> dict[st
             if found is not None:
                 out[axis] = str(found)
     return out
+
+
+def unresolved(cell: Cell, releases_of: Callable[[str], Sequence[Version]]) -> str | None:
+    """Why a cell has nothing to install today though its file is right: it asks for `pre`, and the index has no
+    pre-release newer than every release (`no pre-release of transformers newer than 5.24.0 on the index`)."""
+    for axis, value in cell.axes:
+        if value == PRE and prerelease.newest(releases_of(axis)) is None:
+            return prerelease.missing(axis, releases_of(axis))
+    return None
 
 
 def sweep(entry: Sweep, versions: Sequence[Version], declared: str | None = None) -> list[Version]:

@@ -29,6 +29,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from compat_matrix.host.exits import BadInput
+from compat_matrix.host.prerelease import PRE
 from compat_matrix.shared.vocabulary import EXPECTABLE
 
 PYTHON = "python"
@@ -149,7 +150,7 @@ class Sweep:
     for the package (`Requires-Dist`), and its lowest allowed release too."""
 
     each: str  # one of EACH
-    range: str  # an axis value: exact, X.Y.x, X.x, latest, or a PEP 440 specifier
+    range: str  # an axis value: exact, X.Y.x, X.x, latest, or a PEP 440 specifier (not pre)
     pre: bool = False
 
     def __str__(self) -> str:
@@ -257,10 +258,13 @@ def is_local(requirement: str) -> bool:
 
 
 def axis_specifier(value: str) -> SpecifierSet:
-    """What an axis value allows: exact, X.Y.x (newest X.Y), X.x, latest (anything), or a PEP 440 specifier."""
+    """What an axis value allows: exact, X.Y.x (newest X.Y), X.x, latest (anything), pre (the newest pre-release,
+    where it is newer than every release: resolve.resolve picks it), or a PEP 440 specifier."""
     value = value.strip()
     if value == "latest":
         return SpecifierSet()
+    if value == PRE:  # any release, pre-releases too; only the one the index offers is ever installed
+        return SpecifierSet(">=0.dev0")
     series = _SERIES.fullmatch(value)
     if series:
         return SpecifierSet(f"=={series.group(1)}.*")
@@ -273,7 +277,7 @@ def axis_specifier(value: str) -> SpecifierSet:
             return SpecifierSet(value)
     except InvalidSpecifier:
         pass
-    raise ValueError(f"not a version, X.Y.x, X.x, 'latest' or PEP 440 specifier: {show(value)}")
+    raise ValueError(f"not a version, X.Y.x, X.x, 'latest', 'pre' or PEP 440 specifier: {show(value)}")
 
 
 def axis_requirement(package: str, value: str) -> str:
@@ -626,6 +630,9 @@ def _range(value: Any, at: Context) -> str | None:
         return None
     if value == DECLARED:
         return value
+    if value == PRE:
+        at.problem(value, f"{PRE!r} stands for one release: write it as an axis value, beside the sweep")
+        return None
     try:
         axis_specifier(value)
     except ValueError as exc:

@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
+from compat_matrix.host import prerelease
 from compat_matrix.host.spec import Subject
+from compat_matrix.probes import registry
 from compat_matrix.shared import evidence
 from compat_matrix.shared.results import CellResult, Observation, SubjectResult, failure_in
 from compat_matrix.shared.vocabulary import RAN, ObservationName, Status, VerdictKind
@@ -26,6 +28,7 @@ if TYPE_CHECKING:  # the report's rows, which import pandas: the progress lines 
 OK = Status.OK
 SAME, DIFFERS = VerdictKind.SAME, VerdictKind.DIFFERS
 REACHED, ERROR, WARNINGS = ObservationName.REACHED, ObservationName.ERROR, ObservationName.WARNINGS
+INSPECTS = frozenset(name for name, p in registry().items() if p.inspects)  # probes that read the class, not run it
 FAMILIES = (None, "model", "trainer")  # subject kinds with probes of their own (compat_matrix.probes); None: unknown
 
 
@@ -61,6 +64,11 @@ def decide(subject: SubjectResult, cell: CellResult | None = None) -> Verdict:
         return Verdict(VerdictKind.NO_PROBE, f"no probe family covers a subject of this kind ({subject.kind})")
     if not subject.probes:
         return Verdict(VerdictKind.NO_PROBE, f"no probe exercises {_names(subject.methods)}")
+    broken = evidence.broken_as_shipped(subject, INSPECTS)
+    if broken is not None:
+        return Verdict(
+            Status.FAILS_AS_SHIPPED, f"every probe that runs it fails, with its overrides and without: {broken}"
+        )
     differing = [o for o in subject.observations if o.carries and not o.same]
     if differing:
         per_method = len(subject.methods) > 1 and any(o.without for o in differing)
@@ -97,6 +105,12 @@ def could_not_run(result: CellResult, target: str | None = None) -> str | None:
 
 
 SHOWN_SUBJECTS = 3  # subjects named in why a cell could not run
+
+
+def fails_run(result: CellResult) -> str | None:
+    """Why a cell fails the run it is part of (exit code 3), or None: `could_not_run`, except that an early warning
+    (a cell that asked for `pre` or installed a pre-release: compat_matrix.host.prerelease) never does by itself."""
+    return None if prerelease.early(result.requested, result.resolved) else could_not_run(result)
 
 
 def _follows(differing: list[Observation], methods: tuple[str, ...]) -> tuple[str, ...]:
@@ -174,6 +188,8 @@ def unmet_expectations(judged: Sequence[Judged], expected: tuple[Subject, ...]) 
     for row, verdict in judged:
         if not verdict.ran:
             continue  # a cell or subject that could not run is its own row, and exit code 3, whatever was expected
+        if prerelease.early(row.cell.requested, row.cell.resolved):
+            continue  # a pre-release warns; what was expected holds for releases
         cell, subject = row.cell, by_target[row.target]
         want = subject.expected(cell.resolved.get(next(iter(cell.requested), None)))
         where = f"{row.label}: {subject.target}"

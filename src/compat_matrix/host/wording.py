@@ -260,8 +260,11 @@ def advice_why(advice: Advice, order: Sequence[str]) -> str:
         said_ = "; ".join(b for b, kind in zip(before, (NEEDED, DIFFERENTLY, HARMFUL), strict=True) if advice.on(kind))
         gone = f"orphaned on {versions_text(advice.on(ORPHANED), order)}: the behaviour it provided is gone there"
         return (f"{said_}; " if said_ else "") + gone + "; port it." + untested
+    if advice.kind == AdviceKind.FIX:
+        return "it breaks where transformers passes it what it cannot take, and does its job elsewhere." + untested
     if advice.kind == AdviceKind.KEEP:
-        return f"needed on {versions_text(advice.on(NEEDED), order)}." + untested
+        kinds = [f"{k} on {versions_text(advice.on(k), order)}" for k in (NEEDED, DIFFERENTLY) if advice.on(k)]
+        return f"{' and '.join(kinds)}." + untested
     if advice.kind == AdviceKind.DELETE:
         harmful = advice.on(HARMFUL)
         fixes = f" and fixes {versions_text(harmful, order)}" if harmful else ""
@@ -300,6 +303,8 @@ def recommend(methods: tuple[str, ...], advice: Advice, order: Sequence[str], st
         return f"Keep {which}: {why}"
     if advice.kind == AdviceKind.PORT:
         return f"Port {which}: {why}"
+    if advice.kind == AdviceKind.FIX:
+        return f"Fix {which}: {why}"
     if advice.kind == AdviceKind.DELETE:
         return f"Deleting {which} is {why}"
     return f"Deleting {which} " + why.removeprefix("deleting it ")
@@ -472,7 +477,12 @@ def needing(seen: TestsSeen | None, style: Style = MARKDOWN) -> str:
 
 # The first screen: a title that is the answer, a caution, the grid's cells and advice, its legend.
 
-VERBS = {AdviceKind.DELETE: "delete", AdviceKind.PORT: "port", AdviceKind.REVIEW: "review"}  # what asks for work
+VERBS = {  # what asks for work, in the order a title says it
+    AdviceKind.FIX: "fix",
+    AdviceKind.DELETE: "delete",
+    AdviceKind.PORT: "port",
+    AdviceKind.REVIEW: "review",
+}
 MEANINGS = {
     HARMFUL: "errors with the override, runs without it",
     NEEDED: "runs with the override, errors without it",
@@ -601,6 +611,10 @@ def reason(override: Override, order: Sequence[str], style: Style = MARKDOWN) ->
             return "deleting it changes nothing"
         fixed = f"the {style.text(error.split(':', 1)[0])}" if error else "what breaks"
         return f"fixes {fixed} on {on(HARMFUL)}" + ("; elsewhere changes nothing" if advice.on(REDUNDANT) else "")
+    if advice.kind == AdviceKind.KEEP and not advice.on(NEEDED):
+        _, titles, _ = _failing(override, DIFFERENTLY)
+        what = _listed([style.text(t) for t in titles[:2]]) + (" …" if len(titles) > 2 else "")
+        return f"it does its job: deleting it changes {what or 'what it does'} on {on(DIFFERENTLY)}"
     if advice.kind == AdviceKind.KEEP:
         _, titles, error = _failing(override, NEEDED)
         what = _listed([style.text(t) for t in titles[:2]]) or "a probe"
@@ -609,6 +623,8 @@ def reason(override: Override, order: Sequence[str], style: Style = MARKDOWN) ->
         )
         harmful = f"; harmful on {on(HARMFUL)}" if advice.on(HARMFUL) else ""
         return f"without it, {what} {raised}{harmful}"
+    if advice.kind == AdviceKind.FIX:
+        return fix_text(override, order, style)
     if advice.kind == AdviceKind.PORT:
         first = advice.on(ORPHANED)[-1]
         why = dict(override.by_release)[first].why
@@ -617,6 +633,10 @@ def reason(override: Override, order: Sequence[str], style: Style = MARKDOWN) ->
     if advice.caveat:
         kinds = [f"{k} on {on(k)}" for k in (REDUNDANT, HARMFUL) if advice.on(k)]
         return f"{'; '.join(kinds)}, but {style.text(advice.caveat)}"
+    ran = {kind for kind, _ in advice.releases} - {COULD_NOT_RUN}
+    if advice.on(COULD_NOT_RUN) and ran <= {REDUNDANT, HARMFUL, ORPHANED}:
+        kinds = [f"{k} on {on(k)}" for k in (REDUNDANT, HARMFUL, ORPHANED) if advice.on(k)]
+        return f"{'; '.join(kinds)}, but it could not run on {on(COULD_NOT_RUN)}: delete it once it runs there"
     said = []
     if advice.on(HARMFUL) and advice.on(NEEDED):
         said.append(f"harmful on {on(HARMFUL)}, needed on {on(NEEDED)}")
@@ -629,6 +649,45 @@ def reason(override: Override, order: Sequence[str], style: Style = MARKDOWN) ->
     if advice.on(UNKNOWN):
         said.append(f"not established on {on(UNKNOWN)}")
     return "; ".join(said) or "review it"
+
+
+def fix_text(override: Override, order: Sequence[str], style: Style = MARKDOWN) -> str:
+    """The change a Fix proposes and whether it was verified: `accept `missing_keys`, `recompute_mapping` and pass
+    them on; on 5.0.0, 5.24.0 transformers calls `tie_weights(missing_keys=…, recompute_mapping=…)` at
+    modeling_utils.py:4628;
+    verified: with it the class runs on 5.0.0, 5.24.0, and elsewhere nothing passes it what it cannot take`."""
+    broken = [(label, c.fix) for label, c in override.by_release if c.fix is not None]
+    ran = [label for label, c in override.by_release if c.kind != COULD_NOT_RUN and c.fix is None]
+    where = versions_text([label for label, _ in broken], order, axis=False)
+    names = sorted({p for _, fix in broken for p in fix.parameters})
+    accepted = _listed([style.code(n) if " " not in n else n for n in names])
+    sites = next((fix.sites for _, fix in broken if fix.sites), ())
+    called = (
+        f"; on {where} transformers calls {style.code(_shape(sites[0]))} at {style.text(_at(sites[0]))}"
+        if sites
+        else ""
+    )
+    more = f" and {len(sites) - 1} more" if len(sites) > 1 else ""
+    kwargs = style.code("**kwargs")
+    change = f"accept {accepted} (or {kwargs}) and pass {'it' if len(names) == 1 else 'them'} on{called}{more}"
+    failed = [(label, fix) for label, fix in broken if fix.verified is False]
+    untried = [label for label, fix in broken if fix.verified is None]
+    if failed:
+        label, fix = failed[0]
+        at = versions_text([label], order, axis=False)
+        return f"{change}; not verified: with it, {style.text(fix.still or 'it')} on {at}"
+    if untried:
+        return f"{change}; not verified on {versions_text(untried, order, axis=False)}: the change was not run there"
+    elsewhere = f", and on {versions_text(ran, order, axis=False)} nothing passes it what it cannot take" if ran else ""
+    return f"{change}; verified: with it the class runs on {where}{elsewhere}"
+
+
+def _shape(site: str) -> str:
+    return site.partition(" at ")[0]
+
+
+def _at(site: str) -> str:
+    return site.partition(" at ")[2]
 
 
 def deprecated_line(overrides: Sequence[Override], order: Sequence[str], several: bool, style: Style = MARKDOWN) -> str:

@@ -9,7 +9,10 @@ contexts, that deleting it changes something or nothing. Pure functions.
   something: not where both compared sides failed identically, even in part (an error before X mattered says
   nothing about X, and what else the probe saw may not have depended on X), nor where both found nothing to look
   at. Such probes "told nothing".
-- X is `same` only with evidence of it having run as shipped and no difference in any context; it is `orphaned`
+- X is `same` only with evidence of it having run as shipped, every statement of its code included (the functions
+  it defines inside too: the hook it registers), in probes that observed something, and no difference in any
+  context; the probes vouch only for the code they ran (a branch for an evaluator, a parameter group, a dataset
+  shape they never took). It is `orphaned`
   where the release no longer defines, calls or reads it and nothing differs but warnings (transformers may warn
   about the very override it no longer uses); else `inconclusive`, saying why. An attribute whose effect the
   probes cannot see (UNSEEN) is never `same`: one that only decides how checkpoints with other keys load (the
@@ -23,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from compat_matrix.shared.results import Observation, SubjectResult, failure_in
+from compat_matrix.shared.results import ATTRIBUTE, Code, Observation, SubjectResult, failure_in
 from compat_matrix.shared.variants import Variant
 
 SAME, DIFFERS, ORPHANED, INCONCLUSIVE = "same", "differs", "orphaned", "inconclusive"
@@ -61,6 +64,7 @@ WITHOUT_REST = "the rest deleted"  # X kept alone, the other audited names delet
 TOGETHER = "deleted together"  # X and the other names judged redundant one by one, deleted at once
 JOINED = ", "  # between the names of the variant that deletes several (`base without A, B`), as variants names it
 ERROR, WARNINGS, REACHED, INCONCLUSIVE_OBSERVATION = "error", "warnings", "reached", "inconclusive"
+LINES = "lines"  # as shipped: per audited name and unit of its code, the statements that ran
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,37 @@ class Judgement:
     differing: tuple[Observation, ...] = ()
     reason: str | None = None
     told_nothing: tuple[tuple[str, str], ...] = ()
+    never_ran: tuple[tuple[tuple[int, str], ...], ...] = ()  # runs of its statements that never ran (never_ran)
+
+
+def never_ran(code: Code, ran: dict[str, set[int]]) -> tuple[tuple[tuple[int, str], ...], ...]:
+    """The statements of `code` that never ran, as runs of neighbouring statements of one unit (each statement
+    its line and text), in source order."""
+    runs: list[list[tuple[int, str]]] = []
+    for key, statements in code.units:
+        gap = True
+        for line, text in statements:
+            if line in ran.get(key, ()):
+                gap = True
+            elif gap:
+                runs.append([(line, text)])
+                gap = False
+            else:
+                runs[-1].append((line, text))
+    return tuple(tuple(run) for run in runs)
+
+
+def statements_text(runs: tuple[tuple[tuple[int, str], ...], ...], limit: int = 3) -> str:
+    """`lines 412–418 never ran (`if self.evaluator is not None:` …)`: each run of statements with the text of
+    its first, the first `limit` of them."""
+    said = []
+    for run in runs[:limit]:
+        first, last = run[0][0], run[-1][0]
+        where = f"line {first}" if first == last else f"lines {first}–{last}"
+        text = run[0][1] if len(run[0][1]) <= 60 else run[0][1][:59] + "…"
+        said.append(f"{where} (`{text}`{' …' if len(run) > 1 else ''})")
+    more = f", and {len(runs) - limit} more" if len(runs) > limit else ""
+    return f"{', '.join(said)}{more} never ran"
 
 
 def _failed(observation: Observation, value: Any) -> bool:
@@ -91,17 +126,35 @@ def by_probe(observations: Iterable[Observation]) -> dict[str, dict[str, Observa
 
 def empty_handed(observations: dict[str, Observation], partly: bool = False) -> str | None:
     """Why a probe told nothing when its two sides are `override` and `base`: both found nothing to look at, or
-    every observation that carries (warnings apart) failed identically on both (with `partly`, any one did: what
-    else the probe observed may not have depended on what failed); None if it observed something."""
+    every observation that carries (warnings apart) failed on both, alike or not (with `partly`, any one did: what
+    else the probe observed may not have depended on what failed); None if it observed something. Two different
+    errors say only that the class cannot run that probe either way."""
     nothing = observations.get(INCONCLUSIVE_OBSERVATION)
     if nothing is not None and nothing.override and nothing.base:
         return str(nothing.override)
     carrying = [o for o in observations.values() if o.carries and o.name != WARNINGS]
-    failed = [o for o in carrying if o.same and _failed(o, o.override)]
+    failed = [o for o in carrying if _both_failed(o)]
     if failed and (partly or len(failed) == len(carrying)):
         first = failed[0]
         return str(first.override if first.name == ERROR else failure_in(first.override))
     return None
+
+
+def broken_as_shipped(subject: SubjectResult, inspects: frozenset[str]) -> str | None:
+    """The error of a class that cannot run at all: every probe that runs it (not those in `inspects`, which only
+    read the class) failed as shipped and with the audited names deleted, whatever the errors; None otherwise. Such
+    a class is not a source of differences: it could not run there (the error as shipped says why)."""
+    errors = []
+    for probe, observations in by_probe(subject.observations).items():
+        if probe in inspects:
+            continue
+        failing = [o for o in observations.values() if o.carries and o.name != WARNINGS and _failed(o, o.override)]
+        both = [o for o in failing if _failed(o, o.base)]
+        if not both:
+            return None
+        first = both[0]
+        errors.append(str(first.override if first.name == ERROR else failure_in(first.override)))
+    return max(errors, key=errors.count) if errors else None
 
 
 def told_nothing(subject: SubjectResult) -> tuple[tuple[str, str], ...]:
@@ -112,7 +165,7 @@ def told_nothing(subject: SubjectResult) -> tuple[tuple[str, str], ...]:
         (probe, why)
         for probe, observations in by_probe(subject.observations).items()
         if (why := empty_handed(observations, partly=True)) is not None
-        and not any(_differs(o) and o.name != WARNINGS for o in observations.values())
+        and not any(counts(o) for o in observations.values())
     )
 
 
@@ -137,9 +190,17 @@ def _context(observations: Iterable[Observation], name: str, context: str) -> li
     return pairs
 
 
-def _differs(o: Observation) -> bool:
-    """A difference that counts: a carrying value, or one side finding nothing to look at where the other did."""
-    return (o.carries or o.name == INCONCLUSIVE_OBSERVATION) and not o.same
+def _both_failed(o: Observation) -> bool:
+    return _failed(o, o.override) and _failed(o, o.base)
+
+
+def counts(o: Observation) -> bool:
+    """A difference that counts: a carrying value, or one side finding nothing to look at where the other did; never
+    warnings alone (the values are what the code does), nor two different errors (the class cannot run it either
+    way)."""
+    return (
+        (o.carries or o.name == INCONCLUSIVE_OBSERVATION) and o.name != WARNINGS and not o.same and not _both_failed(o)
+    )
 
 
 def judge(subject: SubjectResult, name: str) -> Judgement:
@@ -152,11 +213,12 @@ def judge(subject: SubjectResult, name: str) -> Judgement:
     contexts = (ALONE,) if len(subject.methods) < 2 else (WITH_REST, WITHOUT_REST)
     silent: dict[str, str] = {}
     evidence = False
+    ran: dict[str, set[int]] = {}  # per unit of its code, the statements that ran where it was evidence
     orphaned = dict(subject.orphaned).get(name)
     for context in contexts:
         pairs = _context(subject.observations, name, context)
-        differing = tuple(o for o in pairs if _differs(o))
-        if differing and not (orphaned and all(o.name == WARNINGS for o in differing)):
+        differing = tuple(o for o in pairs if counts(o))
+        if differing:
             return Judgement(name, DIFFERS, context, differing, told_nothing=tuple(silent.items()))
         for probe, observations in by_probe(pairs).items():
             reached = observations.get(REACHED)
@@ -167,17 +229,39 @@ def judge(subject: SubjectResult, name: str) -> Judgement:
                 silent.setdefault(probe, why)
             elif context != WITHOUT_REST and any(o.carries and o.name != WARNINGS for o in observations.values()):
                 evidence = True  # it ran as shipped in a probe that observed something
+                lines = observations.get(LINES)
+                for key, numbers in ((lines.override or {}).get(name, {}) if lines else {}).items():
+                    ran.setdefault(key, set()).update(numbers)
     quiet = tuple(silent.items())
     if orphaned:
         return Judgement(name, ORPHANED, reason=orphaned, told_nothing=quiet)
     if evidence and name in UNSEEN:
         return Judgement(name, INCONCLUSIVE, reason=f"{name} {UNSEEN[name]}", told_nothing=quiet)
+    if evidence and (unwatched := _unwatched(subject, name)):
+        return Judgement(name, INCONCLUSIVE, reason=unwatched, told_nothing=quiet)
+    missing = never_ran(_code(subject, name), ran) if evidence and _code(subject, name) else ()
+    if missing:
+        why = f"{statements_text(missing)} as shipped in a probe that observed something"
+        return Judgement(name, INCONCLUSIVE, reason=why, told_nothing=quiet, never_ran=missing)
     if evidence:
         return Judgement(name, SAME, contexts[0], told_nothing=quiet)
     why = f"{name} never ran as shipped in a probe that observed something"
     if quiet:
         why += " (" + "; ".join(f"{probe}: {text}" for probe, text in quiet) + ")"
     return Judgement(name, INCONCLUSIVE, reason=why, told_nothing=quiet)
+
+
+def _code(subject: SubjectResult, name: str) -> Code | None:
+    return next((c for c in subject.code or () if c.name == name), None)
+
+
+def _unwatched(subject: SubjectResult, name: str) -> str | None:
+    """Why the statements of a method that ran could not be vouched for: the cell watched statements, but not
+    this method's (it has no source to copy); None where they were watched, or for an attribute."""
+    attribute = any(o.name == name and o.kind == ATTRIBUTE for o in subject.overrides)
+    if subject.code is None or attribute or _code(subject, name) is not None:
+        return None
+    return f"the statements of {name} could not be watched (no source to instrument): what ran cannot be told"
 
 
 def redundant(subject: SubjectResult) -> tuple[str, ...]:
@@ -202,4 +286,4 @@ def together(subject: SubjectResult) -> tuple[Observation, ...]:
             Observation(o.probe, o.name, o.override, dict(o.without).get(key, o.override), o.carries)
             for o in subject.observations
         )
-    return tuple(o for o in pairs if _differs(o) and o.name != WARNINGS)
+    return tuple(o for o in pairs if counts(o))

@@ -85,6 +85,7 @@ class Observation:
     carries: bool = True
     without: tuple[tuple[str, Any], ...] = ()
     alone: tuple[tuple[str, Any], ...] = ()
+    fixed: tuple[tuple[str, Any], ...] = ()  # (name, value) with that override widened as a Fix proposes
 
     @property
     def same(self) -> bool:
@@ -99,14 +100,16 @@ class Observation:
             "carries": self.carries,
             "base_without": dict(self.without),
             "kept_alone": dict(self.alone),
+            **({"fixed": dict(self.fixed)} if self.fixed else {}),
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Observation:
         without = tuple(data.get("base_without", {}).items())
         alone = tuple(data.get("kept_alone", {}).items())
+        fixed = tuple(data.get("fixed", {}).items())
         carries = data.get("carries", True)
-        return cls(data["probe"], data["name"], data["override"], data["base"], carries, without, alone)
+        return cls(data["probe"], data["name"], data["override"], data["base"], carries, without, alone, fixed)
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,25 @@ class Override:
 
 
 @dataclass(frozen=True)
+class Code:
+    """The code of one audited name as shipped, statement by statement, as the cell watched it: per unit (the
+    function, and each function inside it: the hook it registers is its code too), its key (`name@line`) and the
+    first line of each statement with its text. The `lines` observation of each probe says which of them ran."""
+
+    name: str
+    file: str
+    units: tuple[tuple[str, tuple[tuple[int, str], ...]], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "file": self.file, "units": {key: [list(s) for s in st] for key, st in self.units}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Code:
+        units = tuple((key, tuple((line, text) for line, text in st)) for key, st in data["units"].items())
+        return cls(data["name"], data["file"], units)
+
+
+@dataclass(frozen=True)
 class SubjectResult:
     """What the probes saw for one subject class in one cell.
 
@@ -185,6 +207,9 @@ class SubjectResult:
     caveat: str | None = None  # why no difference observed is no proof that users would see none (stand-ins, …)
     kind: str | None = None  # what the subject is: a model, a trainer, a config, another class (compat_matrix.kinds)
     group: str | None = None  # the module or package target of the matrix file it was found in, if any
+    # The audited methods' statements as shipped, where the cell could watch them; None in a result from before the
+    # cells watched statements (a method missing from a tuple could not be watched: it has no source).
+    code: tuple[Code, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -205,6 +230,7 @@ class SubjectResult:
             "unfinished": dict(self.unfinished),
             "caveat": self.caveat,
             "kind": self.kind,
+            "code": None if self.code is None else [c.to_json() for c in self.code],
             "observations": [o.to_json() for o in self.observations],
         }
 
@@ -228,6 +254,7 @@ class SubjectResult:
             caveat=data.get("caveat"),
             kind=data.get("kind"),
             group=data.get("group"),
+            code=None if data.get("code") is None else tuple(Code.from_json(c) for c in data["code"]),
             observations=tuple(Observation.from_json(o) for o in data["observations"]),
         )
 

@@ -22,6 +22,7 @@ OVERRIDE = "override"
 BASE = "base"
 WITHOUT = "base without "  # + a name: that one deleted, the other audited names kept
 ONLY = "only "  # + a name: that one kept, the other audited names deleted
+FIXED = "fixed "  # + a name: that one widened to take what transformers passes it, and passing it on (a Fix)
 TOGETHER = ", "  # between the names of `base without A, B`: those deleted together
 
 
@@ -35,14 +36,14 @@ class VariantError(ValueError):
 @dataclass(frozen=True)
 class Variant:
     """One way to run the subject class, by the name the results use for it (`override`, `base`,
-    `base without X`, `only X`, `broken X: mutant`)."""
+    `base without X`, `only X`, `fixed X`, `broken X: mutant`)."""
 
     name: str
 
     @property
     def method(self) -> str | None:
         """The audited name a per-name or broken variant is about."""
-        for prefix in (WITHOUT, ONLY):
+        for prefix in (WITHOUT, ONLY, FIXED):
             if self.name.startswith(prefix):
                 return self.name.removeprefix(prefix)
         return broken_parts(self.name)[0] if self.broken else None
@@ -67,7 +68,7 @@ class Variant:
 
     def deleted(self, methods: tuple[str, ...]) -> tuple[str, ...]:
         """The audited names this variant deletes from the subject class."""
-        if self.name == OVERRIDE or self.broken:
+        if self.name == OVERRIDE or self.broken or self.name.startswith(FIXED):
             return ()
         if self.name == BASE:
             return methods

@@ -23,6 +23,8 @@ class Status(StrEnum):
     NOT_RUN = "not run"  # no result for it: the cell never ran, or the subject is missing from its result
     DAMAGED = "damaged result"  # a result file that cannot be read
     NOTHING_RAN = "nothing ran"  # a cell that ran, none of whose subjects could be imported or built
+    FAILS_AS_SHIPPED = "fails as shipped"  # every probe that runs the class fails, with its overrides and without
+    SKIPPED = "skipped"  # nothing to install: the value `pre` where the index has no pre-release to stand for
 
 
 class VerdictKind(StrEnum):
@@ -71,6 +73,7 @@ class AdviceKind(StrEnum):
     KEEP = "Keep"
     REVIEW = "Review"
     PORT = "Port"  # a release stopped using it: what it provided is gone there
+    FIX = "Fix"  # it breaks a release that calls it with what it cannot take, and does something elsewhere
 
 
 class ObservationName(StrEnum):
@@ -79,6 +82,7 @@ class ObservationName(StrEnum):
     ERROR = "error"  # an exception the probe raised
     WARNINGS = "warnings"  # the warnings raised while it ran
     REACHED = "reached"  # the audited methods whose code ran
+    LINES = "lines"  # as shipped: which statements of the audited methods' code ran
     INCONCLUSIVE = "inconclusive"  # why the probe observed nothing meaningful
 
 

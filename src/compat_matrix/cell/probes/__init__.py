@@ -52,7 +52,8 @@ ERROR = "error"  # an exception the probe raised: type and first line of the mes
 WARNINGS = "warnings"  # Python warnings and transformers' logger warnings raised during the probe
 REACHED = "reached"  # the audited methods whose code ran during the probe (the runner records it)
 INCONCLUSIVE = "inconclusive"  # why the probe observed nothing meaningful
-NEVER_CARRY = frozenset({REACHED, INCONCLUSIVE})
+LINES = "lines"  # as shipped: the statements of the audited code that ran during the probe (the runner records it)
+NEVER_CARRY = frozenset({REACHED, LINES, INCONCLUSIVE})
 
 
 class Inconclusive(Exception):

@@ -93,6 +93,7 @@ def checkpoint_calls() -> Iterator[list[dict[str, Any]]]:
     import torch.utils.checkpoint
 
     calls: list[dict[str, Any]] = []
+    tracing.install(torch.utils.checkpoint.checkpoint)  # an instrumented copy: no trace function while it is watched
     code = inspect.unwrap(torch.utils.checkpoint.checkpoint).__code__
     with tracing.on_call((code,), lambda frame: calls.append(effective_kwargs(frame))):
         yield calls

@@ -75,16 +75,30 @@ def accepts(ours: dict[str, inspect.Parameter], name: str, kind: Any) -> bool:
     return inspect.Parameter.VAR_KEYWORD in kinds and kind is not inspect.Parameter.POSITIONAL_ONLY
 
 
-def signature_gap(ours: Any, theirs: Any) -> Values:
-    """The base's parameters that `ours` cannot take, and the defaults that differ."""
+def signature_gap(ours: Any, theirs: Any, sites: tuple[Site, ...] | None = None) -> Values:
+    """The base's parameters that `ours` cannot take, and the defaults that differ. With the `sites` that call it,
+    only the parameters they pass by name count (a `**kwargs` or `*args` of the base where a site passes one):
+    a parameter named otherwise that transformers passes by position is no difference."""
     mine, base = parameters(ours), parameters(theirs)
-    cannot = [_describe(p) for name, p in base.items() if not accepts(mine, name, p.kind)]
+    cannot = [_describe(p) for name, p in base.items() if not accepts(mine, name, p.kind) and _passed(p, sites)]
     defaults = {
         name: {"override": jsonable(mine[name].default), "base": jsonable(p.default)}
         for name, p in base.items()
         if name in mine and p.default is not p.empty and repr(mine[name].default) != repr(p.default)
     }
     return {"cannot_take": cannot, "other_defaults": defaults}
+
+
+def _passed(parameter: inspect.Parameter, sites: tuple[Site, ...] | None) -> bool:
+    """Whether a call site passes `parameter` by its name (or, for `*args` and `**kwargs`, passes one); every
+    parameter counts where the sites are not known."""
+    if sites is None:
+        return True
+    if parameter.kind is parameter.VAR_POSITIONAL:
+        return any(starred for _, _, _, starred, _ in sites)
+    if parameter.kind is parameter.VAR_KEYWORD:
+        return any(splat or keywords for _, _, keywords, _, splat in sites)
+    return any(parameter.name in keywords for _, _, keywords, _, _ in sites)
 
 
 @functools.cache
@@ -307,12 +321,13 @@ def transformers_calls(build: Build) -> Values:
 @probe(exercises=ANY, title="signature", inspects=True, kinds=(MODEL, TRAINER))
 def signature(build: Build) -> Values:
     """Per audited method: the parameters of the base implementation on the installed release that what the
-    variant calls cannot take (by name and kind), and the parameters whose defaults differ. With the override
-    deleted, nothing is missing; an override written against an older signature is seen where the base changed."""
+    variant calls cannot take (by name and kind) and that transformers' own calls pass by that name, and the
+    parameters whose defaults differ. With the override deleted, nothing is missing; an override written against
+    an older signature is seen where the base changed and transformers passes what it added."""
     values: Values = {}
     for name in build.methods:
         theirs = base_function(build.cls, name)
         ours = function_of(inspect.getattr_static(build.cls, name, None))
         if theirs is not None and ours is not None:
-            values[name] = signature_gap(ours, theirs)
+            values[name] = signature_gap(ours, theirs, call_sites(name))
     return values

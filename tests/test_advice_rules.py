@@ -1,0 +1,177 @@
+"""The advice that decides, on results made by hand: Fix where an override breaks a release that calls it with what
+it cannot take and does its job elsewhere, verified by the widened override; Keep only where it does its job on
+its own; and the widening itself, on plain classes (no torch)."""
+
+from __future__ import annotations
+
+import pytest
+
+from compat_matrix.cell import fixes
+from compat_matrix.host import wording
+from compat_matrix.host.conclude import Conclusion, OnRelease, Override, advise, conclude_method, fix_of
+from compat_matrix.host.verdict import decide
+from compat_matrix.shared.results import Observation, SubjectResult
+from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind
+
+TIE = "tie_weights"
+RAISES = "TypeError: ValueHeadLM.tie_weights() got an unexpected keyword argument 'recompute_mapping'"
+SITE = "tie_weights(missing_keys=…, recompute_mapping=…) at modeling_utils.py:4628"
+GAP = ["missing_keys (positional or keyword)", "recompute_mapping (positional or keyword)"]
+
+
+class Base:
+    def tie_weights(self, missing_keys=None, recompute_mapping=True):
+        self.received = {"missing_keys": missing_keys, "recompute_mapping": recompute_mapping}
+        return "tied"
+
+
+class Wrapped(Base):
+    pass
+
+
+class Old(Base):
+    def tie_weights(self):
+        self.ran_mine = True
+        return super().tie_weights()
+
+
+class Forwards(Base):
+    def __init__(self):
+        self.model = Wrapped()
+
+    def tie_weights(self):
+        return self.model.tie_weights()
+
+
+class Positional(Base):
+    def tie_weights(self):
+        return super().tie_weights()
+
+
+def test_the_widened_override_takes_what_it_could_not_and_passes_it_on_through_super():
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        Old().tie_weights(missing_keys=["a"], recompute_mapping=False)
+    assert fixes.widen(Old, TIE)
+    instance = Old()
+    assert instance.tie_weights(missing_keys=["a"], recompute_mapping=False) == "tied"
+    assert instance.ran_mine and instance.received == {"missing_keys": ["a"], "recompute_mapping": False}
+    assert Old().tie_weights() == "tied"  # called as before, it runs as before
+
+
+def test_it_passes_them_on_to_a_wrapped_model_that_inherits_the_base_and_names_extra_positionals():
+    assert fixes.widen(Forwards, TIE)
+    forwards = Forwards()
+    forwards.tie_weights(recompute_mapping=False)
+    assert forwards.model.received == {"missing_keys": None, "recompute_mapping": False}
+    assert fixes.widen(Positional, TIE)
+    positional = Positional()
+    positional.tie_weights(["k"])  # one positional too many: the base's name for it
+    assert positional.received["missing_keys"] == ["k"]
+
+
+def test_only_a_function_of_the_class_itself_with_a_base_is_widened():
+    class NoBase:
+        def tie_weights(self):
+            return None
+
+    assert not fixes.widen(NoBase, TIE)
+    assert not fixes.widen(Wrapped, TIE)  # it inherits it: nothing of its own to widen
+
+
+def obs(probe, name, override, base, fixed=None, carries=True):
+    return Observation(probe, name, override, base, carries, fixed=((TIE, fixed),) if fixed is not None else ())
+
+
+def cell(broken: bool, fixed_runs: bool | None = True, works: bool = True) -> SubjectResult:
+    """One release of a `tie_weights(self)` override: on a release that passes it `recompute_mapping` the build
+    raises as shipped; elsewhere it ties a head its own way (the weights differ with it deleted)."""
+    reached = obs("build_and_init", "reached", [TIE], [TIE], carries=False)
+    if broken:
+        fixed = None if fixed_runs is None else ("v_head=0.0" if fixed_runs else "error: " + RAISES)
+        observations = (
+            obs("build_and_init", "built", "error: " + RAISES, "v_head=0.53", fixed=fixed),
+            reached,
+            obs("transformers_calls", TIE, {"calls": 1, "cannot_take": [SITE]}, {"calls": 1, "cannot_take": []}),
+            obs(
+                "signature", TIE, {"cannot_take": GAP, "other_defaults": {}}, {"cannot_take": [], "other_defaults": {}}
+            ),
+        )
+    else:
+        shipped = "v_head=0.0" if works else "error: KeyError: 'v_head'"
+        observations = (obs("build_and_init", "built", shipped, "v_head=0.53"), reached)
+    return SubjectResult("m:ValueHeadLM", (TIE,), observations=observations, probes=("build_and_init",))
+
+
+def over(*cells: SubjectResult) -> Override:
+    labels = [f"transformers 5.{n}.0" for n in range(len(cells))][::-1]  # newest first
+    by_release = []
+    for label, result in zip(labels, reversed(cells), strict=True):
+        by_release.append(OnRelease(label, conclude_method(result, decide(result), TIE, {})))
+    return Override("m:ValueHeadLM", TIE, tuple(by_release), advise(by_release))
+
+
+def reason(override: Override) -> str:
+    return wording.reason(override, [label for label, _ in override.by_release], wording.PLAIN)
+
+
+def test_a_fix_is_found_with_what_it_cannot_take_and_where_transformers_passes_it():
+    fix = fix_of(cell(broken=True), TIE)
+    assert fix.parameters == ("missing_keys", "recompute_mapping")  # the call site's, and the error's
+    assert fix.sites == (SITE,) and fix.verified is True and fix.still is None
+    assert fix_of(cell(broken=False), TIE) is None
+
+
+def test_fix_where_it_breaks_on_the_new_release_and_does_its_job_on_the_old_one_verified():
+    found = over(cell(broken=False), cell(broken=False), cell(broken=True))
+    assert found.advice.kind == AdviceKind.FIX
+    assert reason(found) == (
+        "accept missing_keys and recompute_mapping (or **kwargs) and pass them on; on 5.2.0 transformers calls "
+        "tie_weights(missing_keys=…, recompute_mapping=…) at modeling_utils.py:4628; verified: with it the class "
+        "runs on 5.2.0, and on 5.0.0, 5.1.0 nothing passes it what it cannot take"
+    )
+
+
+def test_a_fix_the_widened_override_does_not_make_run_is_said_not_verified():
+    found = over(cell(broken=False), cell(broken=True, fixed_runs=False))
+    assert found.advice.kind == AdviceKind.FIX
+    assert reason(found).endswith(f"; not verified: with it, {RAISES} on 5.1.0")
+    untried = over(cell(broken=False), cell(broken=True, fixed_runs=None))
+    assert reason(untried).endswith("; not verified on 5.1.0: the change was not run there")
+
+
+def test_delete_not_fix_where_it_changes_nothing_elsewhere():
+    redundant = SubjectResult(
+        "m:ValueHeadLM",
+        (TIE,),
+        observations=(
+            obs("build_and_init", "built", "v", "v"),
+            obs("build_and_init", "reached", [TIE], [TIE], carries=False),
+        ),
+        probes=("build_and_init",),
+    )
+    assert over(redundant, cell(broken=True)).advice.kind == AdviceKind.DELETE
+
+
+def test_keep_where_it_does_its_job_everywhere_and_review_where_the_class_as_shipped_breaks():
+    assert over(cell(broken=False), cell(broken=False)).advice.kind == AdviceKind.KEEP
+    assert over(cell(broken=False), cell(broken=False, works=False)).advice.kind == AdviceKind.REVIEW
+
+
+def test_an_override_that_differs_only_beside_the_others_is_not_kept():
+    """Deleting `enable` alone leaves the layers on after its own `disable`; deleting both changes nothing."""
+    enable, disable = "gradient_checkpointing_enable", "gradient_checkpointing_disable"
+    both = (enable, disable)
+    result = SubjectResult(
+        "m:DisablesOnlyItsOwnEnable",
+        both,
+        observations=(
+            Observation("disable_round_trip", "layers_on", False, False, without=((enable, True), (disable, False))),
+            Observation("disable_round_trip", "reached", list(both), list(both), False, ((enable, [disable]),)),
+        ),
+        probes=("disable_round_trip",),
+    )
+    judged = conclude_method(result, decide(result), enable, {})
+    assert judged.kind == ConclusionKind.DIFFERENTLY and judged.coupled and not judged.does_its_job
+    by_release = (OnRelease("transformers 5.0.0", judged),)
+    assert advise(by_release).kind == AdviceKind.REVIEW
+    assert advise((OnRelease("transformers 5.0.0", Conclusion(ConclusionKind.DIFFERENTLY)),)).kind == AdviceKind.KEEP
