@@ -239,8 +239,8 @@ def trainer_log(build: Build) -> Values:
 def trainer_model_init(build: Build) -> Values:
     """A trainer built by the default factory with `model_init=` (a function that makes the factory's model afresh)
     instead of `model=`, then `train()` twice, each of which must start again from a fresh model (through
-    `call_model_init`): what `model_init` received on each call, the steps, losses and weights of both runs, and
-    whether the second ended where the first did; or the error. Inconclusive for a subject with a factory of its
+    `call_model_init`): whether the second run ended where the first did, what `model_init` received on each call,
+    and the steps, losses and weights of both runs; or the error. Inconclusive for a subject with a factory of its
     own, or whose class takes no `model_init`."""
     import inspect
 
@@ -251,10 +251,10 @@ def trainer_model_init(build: Build) -> Values:
     taken = inspect.signature(build.cls).parameters
     if "model_init" not in taken and not any(p.kind == p.VAR_KEYWORD for p in taken.values()):
         raise Inconclusive(f"{build.cls.__name__} takes no model_init")
-    received: list[Any] = []
+    received: list[str] = []
 
     def model_init(trial: Any) -> Any:
-        received.append(trial)
+        received.append(repr(trial))  # `None` outside a hyperparameter search; shown as such, not as a dash
         return trained_model(build.cls)
 
     def run() -> Values:
@@ -262,8 +262,8 @@ def trainer_model_init(build: Build) -> Values:
             first = trained(made.train(), made)
             after_first = weights(made.model)
             second = trained(made.train(), made)
-            fresh = same_weights(made.model, after_first)
-            return {"runs": [first, second], "second_run_same_as_first": fresh, "model_init_received": received}
+            fresh = same_weights(made.model, after_first)  # both runs start from the same fresh model and seed
+            return {"fresh_each_run": fresh, "model_init_received": received, "runs": [first, second]}
 
     return {"trained": attempt(run)}
 
