@@ -451,31 +451,39 @@ def _to_run(variant: str, probes: list[Probe], runs: dict[str, dict[str, Values]
     chosen = variants.Variant(variant)
     if chosen.method is None:
         return probes
+    if variant.startswith(variants.FIXED):  # only where the class as shipped could not bind a call of it
+        bound = _cannot_bind(chosen.method)
+        return [p for p in probes if bound.search(json.dumps(runs[variants.OVERRIDE].get(p.name, {})))]
     observed = pair(probes, runs)
     if chosen.reference == variants.BASE and any(_deleting_changes(o, chosen.method) for o in observed):
         return []  # deleting it from the class as shipped changes something: that context decides (evidence.judge)
     differed = {o.probe for o in observed if o.carries and not o.same}
-    reference = runs[chosen.reference]
-    ran = {p.name for p in probes if set(chosen.names) & set(reference.get(p.name, {}).get(REACHED, ()))}
+    # Where the name ran, as shipped or as its base implementation with all deleted (code that calls it only when
+    # it is the base's, after an identity check, runs it there), the variant may differ; elsewhere it runs the code
+    # of the variant it is compared with.
+    seen = (runs[variants.OVERRIDE], runs[variants.BASE])
+    ran = {p.name for p in probes if any(set(chosen.names) & set(r.get(p.name, {}).get(REACHED, ())) for r in seen)}
     return [p for p in probes if p.name in differed | ran]
 
 
 def fixable(cls: type, methods: tuple[str, ...], runs: dict[str, dict[str, Values]]) -> list[str]:
     """`fixed X` for each audited function that transformers calls, on this release, with arguments it cannot
-    take: the class as shipped raised the TypeError of a call it cannot bind, or transformers' calls of it (the
-    `transformers_calls` probe) pass what its signature cannot take. The variant verifies the Fix."""
-    shipped = runs.get(variants.OVERRIDE, {})
-    said = json.dumps(shipped)
-    found = []
-    for name in methods:
-        calls = (shipped.get("transformers_calls") or {}).get(name) or {}
-        cannot_bind = re.search(rf"\b{re.escape(name)}\(\) ({CANNOT_BIND})", said)
-        if (cannot_bind or calls.get("cannot_take")) and inspect.isfunction(vars(cls).get(name)):
-            found.append(variants.FIXED + name)
-    return found
+    take: the class as shipped raised the TypeError of a call it cannot bind. The variant verifies the Fix there,
+    in those probes."""
+    said = json.dumps(runs.get(variants.OVERRIDE, {}))
+    return [
+        variants.FIXED + name
+        for name in methods
+        if _cannot_bind(name).search(said) and inspect.isfunction(vars(cls).get(name))
+    ]
 
 
 CANNOT_BIND = "got an unexpected keyword argument|takes \\d+ positional arguments? but|got multiple values for argument"
+
+
+def _cannot_bind(name: str) -> re.Pattern[str]:
+    """The TypeError of a call of `name` that its signature cannot bind."""
+    return re.compile(rf"\b{re.escape(name)}\(\) ({CANNOT_BIND})")
 
 
 def together(subject: SubjectResult, probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[str]:

@@ -492,7 +492,7 @@ class RangeCheck:
     tested: tuple[str, ...]  # versions of the package that told something, oldest first
     harmful: tuple[tuple[str, tuple[str, ...]], ...]  # (override, versions where it is harmful)
     unimportable: tuple[str, ...]  # versions where the class as shipped cannot be imported
-    supported: str | None  # the range the measurements support: ">=a,<b" (b the first that breaks) or ">=a,<=c"
+    supported: str | None  # what the measurements support, tested releases at both ends: ">=a,<=c"
 
     @property
     def breaking(self) -> tuple[str, ...]:
@@ -534,18 +534,18 @@ def range_check(answer: SubjectConclusions, declared: Declared) -> RangeCheck:
             versions[row.label] = version
             broken.append(version)
     tested = tuple(sorted(set(versions.values()), key=Version))
-    harmful = tuple(
+    harmful = tuple(  # not where the probes ran on stand-ins: the report itself does not stand by those
         (o.name, tuple(sorted({versions[label] for label, c in o.by_release if c.kind == HARMFUL}, key=Version)))
         for o in answer.overrides
-        if any(c.kind == HARMFUL and label in versions for label, c in o.by_release)
+        if o.advice.caveat is None and any(c.kind == HARMFUL and label in versions for label, c in o.by_release)
     )
     bad = {v for _, vs in harmful for v in vs} | set(broken)
     good = [v for v in tested if v not in bad]
     supported = None
-    if good:
+    if good:  # from the oldest tested release that runs to the last one before the first that breaks: both tested
         above = [v for v in tested if v in bad and Version(v) > Version(good[0])]
         upto = [v for v in good if not above or Version(v) < Version(above[0])]
-        supported = f">={good[0]}," + (f"<{above[0]}" if above else f"<={upto[-1]}")
+        supported = f"=={good[0]}" if good[0] == upto[-1] else f">={good[0]},<={upto[-1]}"
     return RangeCheck(declared, tested, harmful, tuple(sorted(set(broken), key=Version)), supported)
 
 
