@@ -64,9 +64,10 @@ def tiny_dataset() -> list[dict[str, Any]]:
     return [{"input_ids": ids, "labels": ids} for ids in torch.randint(1, 60, (4, 8), generator=generator)]
 
 
-def tiny_trainer(cls: type) -> Any:
+def tiny_trainer(cls: type, model_init: Callable[..., Any] | None = None) -> Any:
     """A `Trainer` subclass with a tiny causal LM, a tiny dataset for training and evaluation, and arguments for
-    two logged steps on the CPU that save nothing, writing into a temporary folder of its own."""
+    two logged steps on the CPU that save nothing, writing into a temporary folder of its own. With `model_init`,
+    that function makes the model instead (`model_init=` in place of `model=`, as `hyperparameter_search` needs)."""
     import tempfile
 
     from transformers import TrainingArguments
@@ -87,7 +88,8 @@ def tiny_trainer(cls: type) -> Any:
     )
     data = tiny_dataset()
     taken = inspect.signature(cls).parameters
-    given = {"model": trained_model(cls), "args": args, "train_dataset": data, "eval_dataset": data}
+    model = {"model": trained_model(cls)} if model_init is None else {"model_init": model_init}
+    given = {**model, "args": args, "train_dataset": data, "eval_dataset": data}
     if not any(p.kind == inspect.Parameter.VAR_KEYWORD for p in taken.values()):
         given = {k: v for k, v in given.items() if k in taken}  # a trainer that evaluates on nothing
     try:

@@ -11,8 +11,10 @@ observations carry its verdict; it may say that it observed nothing meaningful (
 `inconclusive` observation), and then it cannot make a subject `same`. Each built-in probe ships with a
 deliberately broken override (in tests/broken_overrides/) that it must tell apart from the base implementation.
 
-The families live in their own modules: `checkpointing` (the switches of gradient checkpointing) and `generic`
-(probes for any method: signatures, transformers' own calls, the paths users take).
+The families live in their own modules: `checkpointing` (the switches of gradient checkpointing), `generic`
+(probes for any method: signatures, transformers' own calls, the paths users take), `outputs` (the values those paths
+give), `training` and `trainer_hooks` (Trainer subclasses: training, evaluation, prediction, saving; checkpoints and
+resuming, the best model, logging, `model_init`, the model card).
 """
 
 from __future__ import annotations
@@ -192,4 +194,4 @@ def prewarm(modules: tuple[str, ...] = PREWARM) -> dict[str, Exception]:
     return failed
 
 
-from compat_matrix.cell.probes import checkpointing, generic, outputs, training  # noqa: E402, F401  registers the families
+from compat_matrix.cell.probes import checkpointing, generic, outputs, trainer_hooks, training  # noqa: E402, F401  registers the families
