@@ -656,7 +656,12 @@ def reason(
         said.append(f"harmful on {on(HARMFUL)}, needed on {on(NEEDED)}")
     elif advice.on(HARMFUL):
         said.append(f"harmful on {on(HARMFUL)}")
-    if advice.on(DIFFERENTLY):
+    broken = [(label, c.breaks) for label, c in override.by_release if c.breaks]
+    if broken:  # what no correct override does: said as what it breaks, where
+        titles = list(dict.fromkeys(b.title for b in broken[0][1]))
+        what = _listed([style.text(t) for t in titles[:2]]) + (" …" if len(titles) > 2 else "")
+        said.append(f"breaks {what} on {versions_text([label for label, _ in broken], order, axis=False)}")
+    elif advice.on(DIFFERENTLY):
         _, titles, _ = _failing(override, DIFFERENTLY)
         what = _listed([style.text(t) for t in titles[:2]]) + (" …" if len(titles) > 2 else "")
         said.append(f"behaves differently on {on(DIFFERENTLY)}" + (f" ({what})" if what else ""))

@@ -162,13 +162,13 @@ def _attempted(names: tuple[str, ...], run: Callable[[], Values]) -> Values:
 # --- the probes ------------------------------------------------------------------------------------------------
 
 
-@probe(exercises=ANY, title="Trainer checkpoint and resume", kinds=(TRAINER,))
+@probe(exercises=ANY, title="Trainer checkpoint and resume", kinds=(TRAINER,), contract=("resumes_where_it_stopped",))
 def trainer_checkpoint_resume(build: Build) -> Values:
     """`train()` for two steps saving a checkpoint after each (`save_steps=1`, through `_save_checkpoint`, `_save`):
     the files of every checkpoint by name and what its trainer state records (`written`); then a fresh trainer's
     `train(resume_from_checkpoint=` the first checkpoint `)` (through `_load_from_checkpoint`): its steps, training
-    loss, logged losses and weights, and whether it ends with the weights of the run it resumed (`resumed`); or the
-    error."""
+    loss, logged losses and weights (`resumed`), and whether it ends with the weights of the run it resumed (the
+    contract: `resumes_where_it_stopped`); or the error."""
 
     def run() -> Values:
         with trainer(build) as first:
@@ -176,18 +176,19 @@ def trainer_checkpoint_resume(build: Build) -> Values:
             first.train()
             folder = first.args.output_dir
             resumed = attempt(resumed_from, build, os.path.join(folder, f"{CHECKPOINT}1"), weights(first.model))
-            return {"written": written_checkpoints(folder), "resumed": resumed}
+            same = resumed if failed(resumed) else resumed.pop("same_as_uninterrupted")
+            return {"written": written_checkpoints(folder), "resumed": resumed, "resumes_where_it_stopped": same}
 
-    return _attempted(("written", "resumed"), run)
+    return _attempted(("written", "resumed", "resumes_where_it_stopped"), run)
 
 
-@probe(exercises=ANY, title="Trainer load_best_model_at_end", kinds=(TRAINER,))
+@probe(exercises=ANY, title="Trainer load_best_model_at_end", kinds=(TRAINER,), contract=("holds_the_best",))
 def trainer_load_best_model(build: Build) -> Values:
     """`train()` for two steps with an evaluation and a checkpoint after each and `load_best_model_at_end`, the
     best by the evaluation loss with `greater_is_better=True`, so that the best checkpoint is the first (two steps
     lower the loss) and a run that keeps its last model reads otherwise: the best checkpoint the state names and its
-    metric, the step whose weights the model holds at the end (through `_load_best_model`), and those weights; or
-    the error."""
+    metric, the step whose weights the model holds at the end (through `_load_best_model`), and those weights; and
+    whether it holds the best checkpoint's (the contract: `holds_the_best`); or the error."""
 
     def run() -> Values:
         with trainer(build) as instance:
@@ -214,14 +215,17 @@ def trainer_load_best_model(build: Build) -> Values:
                 "weights": parameter_summary(instance.model),
             }
 
-    return {"loaded": attempt(run)}
+    loaded = attempt(run)
+    best = None if failed(loaded) or not loaded["best_checkpoint"] else int(loaded["best_checkpoint"].split("-")[-1])
+    return {"loaded": loaded, "holds_the_best": loaded if failed(loaded) else best in loaded["holds_weights_of_steps"]}
 
 
-@probe(exercises=ANY, title="Trainer log", kinds=(TRAINER,))
+@probe(exercises=ANY, title="Trainer log", kinds=(TRAINER,), contract=("keys",))
 def trainer_log(build: Build) -> Values:
     """`train()` for two steps logging each, then `evaluate()` (each calls `log`): every entry of the state's log
     history (`history`) and every dict the callbacks received (`callbacks`), keys and values, times left out and
-    floats rounded; or the error."""
+    floats rounded, and the keys logged (the contract: what callbacks and `metric_for_best_model` look up); or the
+    error."""
 
     def run() -> Values:
         with trainer(build) as instance:
@@ -230,12 +234,14 @@ def trainer_log(build: Build) -> Values:
             instance.train()
             if instance.eval_dataset is not None:
                 instance.evaluate()
-            return {"history": [metrics(entry) for entry in instance.state.log_history], "callbacks": received}
+            history = [metrics(entry) for entry in instance.state.log_history]
+            keys = sorted({key for entry in [*history, *received] for key in entry})
+            return {"history": history, "callbacks": received, "keys": keys}
 
-    return _attempted(("history", "callbacks"), run)
+    return _attempted(("history", "callbacks", "keys"), run)
 
 
-@probe(exercises=ANY, title="Trainer model_init", kinds=(TRAINER,))
+@probe(exercises=ANY, title="Trainer model_init", kinds=(TRAINER,), contract=("fresh_each_run",))
 def trainer_model_init(build: Build) -> Values:
     """A trainer built by the default factory with `model_init=` (a function that makes the factory's model afresh)
     instead of `model=`, then `train()` twice, each of which must start again from a fresh model (through
@@ -265,10 +271,11 @@ def trainer_model_init(build: Build) -> Values:
             fresh = same_weights(made.model, after_first)  # both runs start from the same fresh model and seed
             return {"fresh_each_run": fresh, "model_init_received": received, "runs": [first, second]}
 
-    return {"trained": attempt(run)}
+    ran = attempt(run)
+    return {"trained": ran, "fresh_each_run": ran if failed(ran) else ran.pop("fresh_each_run")}
 
 
-@probe(exercises=ANY, title="Trainer model card", kinds=(TRAINER,))
+@probe(exercises=ANY, title="Trainer model card", kinds=(TRAINER,), contract=("wrote_a_card",))
 def trainer_model_card(build: Build) -> Values:
     """`evaluate()` (where the trainer has an evaluation dataset), then `create_model_card(model_name=…)` as
     `push_to_hub` calls it: the lines of the README.md it writes into the output folder, normalised (the output
@@ -286,4 +293,5 @@ def trainer_model_card(build: Build) -> Values:
             with open(path) as handle:
                 return card_lines(handle.read(), os.path.basename(os.path.normpath(folder)))
 
-    return {"card": attempt(run)}
+    card = attempt(run)
+    return {"card": card, "wrote_a_card": card if failed(card) else isinstance(card, list)}
