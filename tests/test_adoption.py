@@ -264,7 +264,7 @@ def test_the_report_groups_a_packages_subjects_and_checks_the_declared_range():
     )
     assert f"**Declared range** (`A`): {render.inline(said)}" in markdown
     first_screen = markdown.split("<details>", 1)[0]  # what a comment cut to its first screen keeps
-    assert "**Could not run:** on transformers 5.25.0, `A` and `B`: import-failed: ImportError: x." in first_screen
+    assert "cannot be imported with transformers 5.25.0 (ImportError: x)" in first_screen  # the health line says it
     assert (
         markdown.index(found) < markdown.index("**Declared range** (`A`)") < markdown.index("**Declared range** (`B`)")
     )

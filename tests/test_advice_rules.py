@@ -4,6 +4,8 @@ its own; and the widening itself, on plain classes (no torch)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from compat_matrix.cell import fixes
@@ -175,3 +177,31 @@ def test_an_override_that_differs_only_beside_the_others_is_not_kept():
     by_release = (OnRelease("transformers 5.0.0", judged),)
     assert advise(by_release).kind == AdviceKind.REVIEW
     assert advise((OnRelease("transformers 5.0.0", Conclusion(ConclusionKind.DIFFERENTLY)),)).kind == AdviceKind.KEEP
+
+
+def test_an_override_that_breaks_what_every_correct_one_keeps_is_not_kept_nor_fixed():
+    """Layers after enable hold the switch's contract: an enable that leaves them off is broken, not customised;
+    where it also cannot take what a release passes, widening it would not make it right: Review, not Fix."""
+    enable = "gradient_checkpointing_enable"
+    layers = Observation("enable_reaches_wrapped_model", "layers_on", False, True, contract=True)
+    ran = Observation("enable_reaches_wrapped_model", "reached", [enable], [enable], False)
+    result = SubjectResult("m:FlagsWrapperOnly", (enable,), observations=(layers, ran), probes=("p",))
+    judged = conclude_method(result, decide(result), enable, {"enable_reaches_wrapped_model": "layers after enable"})
+    assert judged.kind == ConclusionKind.DIFFERENTLY and judged.breaks and not judged.does_its_job
+    found = Override(
+        "m:F", enable, (OnRelease("transformers 5.0.0", judged),), advise(((OnRelease("transformers 5.0.0", judged)),))
+    )
+    assert found.advice.kind == AdviceKind.REVIEW
+    assert wording.reason(found, ["transformers 5.0.0"], wording.PLAIN) == "breaks layers after enable on 5.0.0"
+    customised = replace(layers, contract=False)  # the same difference where no contract holds: what it is for
+    kept = conclude_method(replace(result, observations=(customised, ran)), decide(result), enable, {})
+    assert kept.does_its_job
+
+
+def test_a_probe_says_which_of_its_observations_hold_the_contract():
+    from compat_matrix.cell.probes import CONTRACT, Probe
+
+    every = Probe("p", lambda build: {}, ("m",), contract=CONTRACT, informs=("present",))
+    some = Probe("q", lambda build: {}, ("m",), contract=("resumes_where_it_stopped",))
+    assert every.binding("layers_on") and not every.binding("present") and not every.binding("error")
+    assert some.binding("resumes_where_it_stopped") and not some.binding("resumed") and not some.binding("warnings")

@@ -4,6 +4,7 @@ run; this face is what may be read from outside the cell (the registry's names, 
 from compat_matrix.cell.probes import (
     ANY,
     CONFIG,
+    CONTRACT,
     MODEL,
     OTHER,
     TRAINER,
@@ -19,6 +20,7 @@ from compat_matrix.cell.probes import (
 __all__ = [
     "ANY",
     "CONFIG",
+    "CONTRACT",
     "MODEL",
     "OTHER",
     "TRAINER",

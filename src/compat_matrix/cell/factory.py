@@ -64,11 +64,14 @@ def tiny_dataset() -> list[dict[str, Any]]:
     return [{"input_ids": ids, "labels": ids} for ids in torch.randint(1, 60, (4, 8), generator=generator)]
 
 
-def tiny_trainer(cls: type, rows: list[dict[str, Any]] | None = None, model: Any = None) -> Any:
+def tiny_trainer(
+    cls: type, rows: list[dict[str, Any]] | None = None, model: Any = None, model_init: Callable[..., Any] | None = None
+) -> Any:
     """A `Trainer` subclass with a tiny model (`model`, default a tiny causal LM or one of the class its `model`
     parameter names), a tiny dataset for training and evaluation (`rows`, default `tiny_dataset()`), and arguments
-    for two logged steps on the CPU that save nothing, writing into a temporary folder of its own. A factory of your
-    own may call it with the model and rows the trainer is written for."""
+    for two logged steps on the CPU that save nothing, writing into a temporary folder of its own. With `model_init`,
+    that function makes the model instead (`model_init=` in place of `model=`, as `hyperparameter_search` needs). A
+    factory of your own may call it with the model and rows the trainer is written for."""
     import tempfile
 
     from transformers import TrainingArguments
@@ -89,8 +92,11 @@ def tiny_trainer(cls: type, rows: list[dict[str, Any]] | None = None, model: Any
     )
     data = tiny_dataset() if rows is None else rows
     taken = inspect.signature(cls).parameters
-    given = {"model": trained_model(cls) if model is None else model, "args": args, "train_dataset": data}
-    given["eval_dataset"] = data
+    if model_init is not None:
+        chosen = {"model_init": model_init}
+    else:
+        chosen = {"model": trained_model(cls) if model is None else model}
+    given = {**chosen, "args": args, "train_dataset": data, "eval_dataset": data}
     if not any(p.kind == inspect.Parameter.VAR_KEYWORD for p in taken.values()):
         given = {k: v for k, v in given.items() if k in taken}  # a trainer that evaluates on nothing
     try:

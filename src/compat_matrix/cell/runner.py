@@ -103,6 +103,7 @@ def pair(probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[Observ
                     () if shipped_only else _per_name(by_variant, variants.WITHOUT, name),
                     () if shipped_only else _per_name(by_variant, variants.ONLY, name),
                     () if shipped_only else _per_name(by_variant, variants.FIXED, name),
+                    probe.binding(name),
                 )
             )
     return observations

@@ -89,9 +89,16 @@ class Conclusion:
         return not any(error_of(c.observation, c.observation.override) for c in self.contrasts)
 
     @property
+    def breaks(self) -> tuple[Contrast, ...]:
+        """The differences in what holds the audited API's contract (the layers a switch turns on, a reload that
+        keeps every tensor): there the override gives what no correct one does."""
+        return tuple(c for c in self.contrasts if c.kind == DIFFERENTLY and c.observation.contract)
+
+    @property
     def does_its_job(self) -> bool:
-        """Behaves differently on its own (not only beside the other overrides), and the class as shipped ran."""
-        return self.kind == DIFFERENTLY and self.shipped_works and not self.coupled
+        """Behaves differently on its own (not only beside the other overrides), and the class as shipped ran and
+        kept every contract the probes check: what differs may be what the override is for."""
+        return self.kind == DIFFERENTLY and self.shipped_works and not self.coupled and not self.breaks
 
 
 def error_of(observation: Observation, value: Any) -> str | None:
@@ -352,7 +359,7 @@ def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
     if ORPHANED in ran and not ran - {ORPHANED, REDUNDANT}:
         # it did nothing on any tested release: Delete where another release shows that, else ask
         return Advice(AdviceKind.DELETE if REDUNDANT in ran and everywhere else AdviceKind.REVIEW, releases)
-    if _fixes(rows) and ran & {NEEDED, DIFFERENTLY}:
+    if _fixes(rows) and any(c.kind == NEEDED or c.does_its_job for _, c in rows):
         return Advice(AdviceKind.FIX, releases)  # it breaks where it cannot take what is passed, and works elsewhere
     if NEEDED in ran and HARMFUL not in ran:
         return Advice(AdviceKind.KEEP, releases)

@@ -71,8 +71,12 @@ def overrides(subject: SubjectConclusions) -> tuple[Override, ...]:
 
 def make(subjects: Sequence[SubjectConclusions]) -> Grid:
     every = [o for subject in subjects for o in overrides(subject)]
-    ordered = sorted(every, key=rank)  # stable: the matrix file's order among equals
-    labels = list(dict.fromkeys(label for o in every for label, _ in o.oldest_first))
+    return of(sorted(every, key=rank), len(subjects) > 1)  # stable: the matrix file's order among equals
+
+
+def of(ordered: Sequence[Override], several: bool) -> Grid:
+    """The grid of `ordered`'s rows, in that order; its columns merged over those rows alone."""
+    labels = list(dict.fromkeys(label for o in ordered for label, _ in o.oldest_first))
     kinds = [{label: c.kind for label, c in o.by_release} for o in ordered]
     columns: list[list[str]] = []
     for label in labels:
@@ -85,4 +89,4 @@ def make(subjects: Sequence[SubjectConclusions]) -> Grid:
     rows = tuple(
         Row(o, tuple(k.get(c[0], COULD_NOT_RUN) for c in columns)) for o, k in zip(ordered, kinds, strict=True)
     )
-    return Grid(tuple(map(tuple, columns)), rows, len(subjects) > 1)
+    return Grid(tuple(map(tuple, columns)), rows, several)

@@ -212,7 +212,7 @@ def bisect_session(session: nox.Session, run: Front) -> None:
     """`nox -s bisect -- --subject M:C --range SPEC [--observation P.N | --method NAME]`: ends nox with the
     documented exit code."""
 
-    def bisection() -> Outcome:
+    def bisected() -> Outcome:
         parser = Posargs(prog="nox -s bisect --", add_help=False)
         bisection.add_arguments(parser)
         args = parser.parse_args(session.posargs)
@@ -220,7 +220,7 @@ def bisect_session(session: nox.Session, run: Front) -> None:
         made = session_plan(run, exclude_newer=args.exclude_newer, bisect=asked, report=False)
         return run_bisect(made, Path(session.env_dir).parent, forwarded(sys.argv))
 
-    finish(exits.guarded(bisection), always=False)
+    finish(exits.guarded(bisected), always=False)
 
 
 def finish(outcome: Outcome, always: bool = True) -> None:

@@ -1,15 +1,20 @@
-"""Render the report: markdown that pastes into a PR, JSON for machines, CSV for spreadsheets.
+"""Render the report: markdown that pastes into a PR, JSON for machines (compat_matrix.host.report_json, read here
+too), CSV for spreadsheets.
 
-Pure functions that only format: the rows, their order and labels, the verdicts, the conclusions, the grid and the
-words were all decided before (collect → verdict → conclude → grid, wording). Nothing here reads a file or the
-clock, so unchanged results render to byte-identical files. Each format escapes its own text, once: table cells
-given as plain text are escaped by `table`, cells already written as markdown (`Md`) only made safe for a row.
+Pure functions that only format: the rows, their order and labels, the verdicts, the conclusions, the grid, the
+release's health, what the first screen holds and the words were all decided before (collect → verdict → conclude
+→ grid, health, first_screen, wording). Nothing here reads a file or the clock, so unchanged results render to
+byte-identical files. Each format escapes its own text, once: table cells given as plain text are escaped by
+`table`, cells already written as markdown (`Md`) only made safe for a row.
 
-The markdown, top to bottom: a title that is the answer, unmet expectations, one caution line when something is
-harmful, the decision grid (compat_matrix.host.grid) with its legend, deprecations on one line, what the class as
-shipped does across releases (where no harmful override already says it), changes since a baseline, the probes'
-summary table (the motivating PR's) for the subjects whose probes have one, your tests; then, collapsed, the
-evidence per override and the versions; the command that reproduces the run last.
+The markdown, top to bottom: a title that is the answer (what breaks and where, then the counts of advice), the
+breakages it does not name, unmet expectations, one caution line when something is harmful, the decision grid
+(compat_matrix.host.grid) with its legend, or at library scale the rows that ask for action and a line per cause
+for the rest (compat_matrix.host.first_screen), deprecations on one line, what the class as shipped does across
+releases (where no harmful override or breakage already says it), changes since a baseline, the probes' summary
+table (the motivating PR's) for the subjects whose probes have one, your tests; then, collapsed, the whole grid
+(where the first screen grouped it), the evidence per override and the versions; the command that reproduces the
+run last.
 """
 
 from __future__ import annotations
@@ -22,18 +27,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from compat_matrix.host import prerelease, wording
+from compat_matrix.host import first_screen as screens
+from compat_matrix.host import health, prerelease, wording
 from compat_matrix.host.baseline import Change, failing
 from compat_matrix.host.collect import Collected
 from compat_matrix.host.conclude import Concluded, Override, RangeCheck, SubjectConclusions
 from compat_matrix.host.grid import Grid, Row
+from compat_matrix.host.report_json import SCHEMA as SCHEMA  # the JSON in a module of its own; read here too
+from compat_matrix.host.report_json import override_json as override_json
+from compat_matrix.host.report_json import report_json as report_json
+from compat_matrix.host.report_json import subject_json as subject_json
 from compat_matrix.host.spec import Subject
 from compat_matrix.host.tests_seen import TEST_COLUMNS, TestsSeen
-from compat_matrix.host.wording import MARKDOWN, PLAIN, Summary, phrase, spelled, versions_text
+from compat_matrix.host.wording import MARKDOWN, PLAIN, Summary, spelled, versions_text
 from compat_matrix.shared.results import Discovery
 from compat_matrix.shared.vocabulary import ConclusionKind
 
-SCHEMA = 2  # of the report JSON; 1 had no `status`, `counts` or the per-override changes and errors
 COLUMNS = {"override": "with override", "base": "base implementation"}
 BASE_MEANING = (
     "*base implementation*: the class with its audited overrides deleted, so each name resolves to the next class "
@@ -41,6 +50,7 @@ BASE_MEANING = (
 )
 EVIDENCE = "<details><summary>Evidence"  # where the collapsed parts start: truncate cuts them first
 VERSIONS = "<details><summary>Versions"
+WHOLE_GRID = "<details><summary>The whole grid"  # where the first screen shows only the rows that ask for action
 TRUNCATED = (
     "*Details cut to fit. The full report, with every observation, is in the uploaded reports "
     "(`reports/<name>.md`, `.json` and `.csv`).*"
@@ -77,6 +87,12 @@ class Report:
     found: dict[str, tuple[Discovery, ...]] = field(default_factory=dict)
     # per subject: whether each declared range is honest (where an axis sweeps one)
     ranges: dict[str, tuple[RangeCheck, ...]] = field(default_factory=dict)
+    health: tuple[health.Breakage, ...] = ()  # what breaks for the class as shipped (or the cell), and where
+    screen: screens.Screen | None = None  # what the first screen holds; None: the whole grid, nothing grouped
+
+    @property
+    def first(self) -> screens.Screen:
+        return self.screen or screens.Screen(False, self.grid, (), self.grid)
 
     @property
     def order(self) -> list[str]:
@@ -85,7 +101,12 @@ class Report:
 
     @property
     def title(self) -> str:
-        return wording.title(self.name, [row.override for row in self.grid.rows], PLAIN)
+        return self.title_in(PLAIN)
+
+    def title_in(self, style: wording.Style) -> str:
+        """What breaks and where, then what to do with the audited overrides."""
+        counts = wording.title(self.name, [row.override for row in self.grid.rows], style)
+        return health.title(self.name, counts, self.first.said, self.order, style)
 
     @property
     def name(self) -> str:
@@ -183,7 +204,8 @@ def versions_table(collected: Collected) -> str:
 
 
 def markdown(report: Report) -> str:
-    out = [f"# {inline(wording.title(report.name, [row.override for row in report.grid.rows]))}", ""]
+    out = [f"# {inline(report.title_in(MARKDOWN))}", ""]
+    out += health_lines(report)
     if report.unmet:
         out += ["**Unmet expectations**", "", *(f"- {escape(line)}" for line in report.unmet), ""]
     if report.failed_on:
@@ -196,6 +218,7 @@ def markdown(report: Report) -> str:
         out += [f"- {escape(str(c))}" for c in report.changes] or ["No changes."]
         out += [""]
     out += summary_tables(report)
+    out += whole_grid(report)
     for subject in sorted(report.meta.subjects, key=lambda s: _first_row(report.grid, s.target)):
         out += evidence_section(report, subject)
     out += [f"{VERSIONS}</summary>", "", versions_table(report.collected), ""]
@@ -220,37 +243,63 @@ def context_lines(report: Report) -> list[str]:
     return [part for line in out for part in (line, "")]
 
 
-def first_screen(report: Report) -> list[str]:
-    """The caution, the grid and its legend, deprecations, and what the class as shipped does across releases."""
-    grid, order = report.grid, report.order
-    overrides = [row.override for row in grid.rows]
-    out = []
-    caution = wording.caution(overrides, order, grid.several)
-    if caution:
-        out += [inline(caution), ""]
+def health_lines(report: Report) -> list[str]:
+    """What breaks that the title does not name, a line each."""
+    below = health.below(report.first.said)
+    return [*(f"- {inline(health.sentence(s, report.order))}" for s in below), ""] if below else []
+
+
+def said_errors(report: Report) -> frozenset[str]:
+    """The errors the release's health says at the top: said once."""
+    return frozenset(s.error for s in report.first.said)
+
+
+def grid_table(report: Report, grid: Grid) -> list[str]:
+    """A grid of rows, with its legend."""
+    order, above = report.order, health.said_above(report.health)
     columns = [versions_text(list(c), order, axis=i == 0) for i, c in enumerate(grid.columns)]
     rows = [
         [
             Md(wording.name_of(row.override, grid.several) + (" (nothing audited)" if row.nothing_audited else "")),
             *(wording.cell(kind) for kind in row.cells),
-            Md(f"**{row.override.advice.kind}**: {wording.reason(row.override, order)}"),
+            Md(f"**{row.override.advice.kind}**: {wording.reason(row.override, order, above=above)}"),
         ]
         for row in grid.rows
     ]
-    out += [table(["override", *columns, "advice"], rows), "", inline(wording.legend(grid.kinds)), ""]
-    stopped = wording.could_not_run(overrides, order)
-    if stopped:
-        out += [inline(stopped), ""]
+    return [table(["override", *columns, "advice"], rows), "", inline(wording.legend(grid.kinds)), ""]
+
+
+def first_screen(report: Report) -> list[str]:
+    """The caution, the grid (where grouped, the rows that ask for action, and a line per cause for the rest) and
+    its legend, deprecations, and what the class as shipped does across releases."""
+    screen, order = report.first, report.order
+    grid = screen.full
+    overrides = [row.override for row in grid.rows]
+    out = []
+    caution = wording.caution(overrides, order, grid.several, above=said_errors(report))
+    if caution:
+        out += [inline(caution), ""]
+    out += grid_table(report, screen.grid) if screen.grid.rows else []
+    if screen.groups:
+        out += [*(f"- {inline(screens.line(g, order, grid.several))}" for g in screen.groups), ""]
     deprecated = wording.deprecated_line(overrides, order, grid.several)
     if deprecated:
         out += [inline(deprecated), ""]
     shipped = [
         (f"{wording.name_of_subject(answer.target)}: " if grid.several else "") + line
         for answer in report.subjects.values()
-        for line in wording.shipped_lines(answer, order, MARKDOWN, explained=explained(answer))
+        for line in wording.shipped_lines(answer, order, MARKDOWN, explained=explained(answer) | said_errors(report))
     ]
     out += [*(f"- {inline(line)}" for line in shipped), ""] if shipped else []
     return out
+
+
+def whole_grid(report: Report) -> list[str]:
+    """Collapsed, where the first screen shows only the rows that ask for action: every row."""
+    if not report.first.grouped:
+        return []
+    count = sum(not row.nothing_audited for row in report.grid.rows)
+    return [f"{WHOLE_GRID}: {count} overrides</summary>", "", *grid_table(report, report.grid), "</details>", ""]
 
 
 def explained(answer: SubjectConclusions) -> frozenset[str]:
@@ -300,9 +349,11 @@ def evidence_section(report: Report, subject: Subject) -> list[str]:
     whose = f" for <code>{html.escape(subject.target.rsplit(':', 1)[-1])}</code>" if several else ""
     out = [f"{EVIDENCE}{whose}: what differs, per override</summary>", ""]
     axis = _axis(order)
-    for override in sorted(answer.overrides, key=lambda o: report.grid.rows.index(_row(report.grid, o))):
-        found = wording.what_differs(override, order)
-        out += [f"**{wording.name_of(override, False)}** ({str(override.advice.kind).lower()})", ""]
+    above = health.said_above(report.health, PLAIN)
+    ordered = sorted(answer.overrides, key=lambda o: report.grid.rows.index(_row(report.grid, o)))
+    for overrides, found in wording.alike([(o, wording.what_differs(o, order, above=above)) for o in ordered]):
+        names = ", ".join(wording.name_of(o, False) for o in overrides)
+        out += [f"**{names}** ({str(overrides[0].advice.kind).lower()})", ""]
         if found.rows:
             out += [table([axis, "call", "with override", "deleted"], [list(r) for r in found.rows]), ""]
         notes = [
@@ -343,138 +394,6 @@ def reproduce(meta: ReportMeta) -> list[str]:
     return [f"Matrix `{meta.name}`; reproduce: `{meta.command}`"]
 
 
-def report_json(report: Report) -> dict[str, Any]:
-    """The contract other tools read (schema 2, documented in the README): the answer per override first, then per
-    subject, then every cell (newest first) with its subjects' verdicts and observations. Every text is plain."""
-    cells = []
-    for cell in report.collected.cells:
-        r = cell.result
-        mine = [s for s in report.rows if s.row.cell.cell == r.cell]
-        cells.append(
-            {
-                "cell": r.cell,
-                "requested": r.requested,
-                "resolved": r.resolved,
-                "status": r.outcome,
-                "reason": r.reason,
-                "subjects": [subject_json(s) for s in mine],
-            }
-        )
-    data: dict[str, Any] = {
-        "schema": SCHEMA,
-        "matrix": report.meta.name,
-        "file": report.meta.file,
-        "command": report.meta.command,
-        "exclude_newer": report.meta.exclude_newer,
-        "title": report.title,
-        "status": report.status,
-        "counts": report.grid.counts(),
-        "fail_on": [str(k) for k in report.fail_on],
-        "failed_on": list(report.failed_on),
-        "unmet_expectations": list(report.unmet),
-        "overrides": [
-            override_json(o, report.order, report.grid.several)
-            for answer in report.subjects.values()
-            for o in answer.overrides
-        ],
-        "subjects": [
-            {
-                "target": target,
-                "conclusions": list(summary.lines),
-                "deprecations": list(summary.deprecations),
-                "recommendation": summary.recommendation,
-                "glance": summary.glance,
-                "as_shipped": list(summary.as_shipped),
-                "told_nothing": summary.told_nothing,
-                "tests": tests_json(summary.tests),
-            }
-            for target, summary in report.summaries.items()
-        ],
-        "cells": cells,
-    }
-    if report.found:  # module or package targets: what each stood for
-        data["found"] = {target: wording.found_line(target, found, PLAIN) for target, found in report.found.items()}
-        groups = {subject.target: subject.group for subject in report.meta.subjects}
-        for entry in data["subjects"]:
-            entry["group"] = groups.get(entry["target"])
-    if any(report.ranges.values()):
-        for entry in data["subjects"]:
-            checks = report.ranges.get(entry["target"], ())
-            entry["declared_range"] = [wording.range_line(check, PLAIN) for check in checks]
-    if report.changes is not None:
-        data["changes_since_baseline"] = [c.to_json() for c in report.changes]
-    return data
-
-
-def override_json(override: Override, order: Sequence[str], several: bool = False) -> dict[str, Any]:
-    """One audited override across the tested releases, for machines: its conclusion on each (oldest first) and the
-    context that carried it, the advice and its reason (the grid's words), where it first changed, the errors
-    behind its harmful and needed conclusions, and its deprecation."""
-    first_changed, last_same = override.changes
-    return {
-        "target": override.target,
-        "name": override.name,
-        "kind": override.kind,
-        "by_release": {label: str(c.kind) for label, c in override.oldest_first},
-        "context": {label: c.context for label, c in override.oldest_first if c.context},
-        "advice": str(override.advice.kind),
-        "reason": wording.reason(override, order, PLAIN),
-        "caveat": override.advice.caveat,
-        "first_changed": first_changed,
-        "last_same": last_same,
-        "errors": [
-            {
-                "release": f.release,
-                "variant": f.variant,
-                "type": f.type,
-                "message": f.message,
-                "observations": list(f.observations),
-            }
-            for f in override.failures()
-        ],
-        "deprecated": (
-            {"since": override.deprecated.since, "replacement": override.deprecated.replacement}
-            if override.deprecated
-            else None
-        ),
-    }
-
-
-def subject_json(row: Concluded) -> dict[str, Any]:
-    ran, decided = row.row.result, row.verdict
-    return {
-        "target": row.row.target,
-        "methods": list(ran.methods) if ran else [],
-        "verdict": decided.verdict,
-        "reason": decided.reason,
-        "differs": list(decided.differs),
-        "follows": list(decided.follows),
-        "conclusion": row.conclusion.kind,
-        "per_method": {method: str(c.kind) for method, c in row.per_method},
-        "phrase": phrase(row.conclusion, row.verdict, PLAIN),
-        "probes": list(ran.probes) if ran else [],
-        "variants": list(ran.variants) if ran else [],
-        "unprobed": list(ran.unprobed) if ran else [],
-        "overrides": [o.to_json() for o in ran.overrides] if ran else [],
-        "observations": [o.to_json() for o in ran.observations] if ran else [],
-        "tests": [t.to_json() for t in ran.tests] if ran else [],
-        "mutants": list(ran.mutants) if ran else [],
-    }
-
-
-def tests_json(seen: TestsSeen | None) -> dict[str, Any] | None:
-    if seen is None:
-        return None
-    return {
-        "per_version": {
-            label: dict(zip(TEST_COLUMNS, map(list, columns), strict=True)) for label, columns in seen.per_version
-        },
-        "catches": dict(seen.catches),
-        "catch_none": list(seen.catch_none),
-        "adds_nothing": dict(seen.adds_nothing),
-    }
-
-
 def csv_text(collected: Collected) -> str:
     """Every observation, one row each, for spreadsheets; values spelled as in the markdown."""
     columns = ["label", "cell", "target", "probe", "name", "override", "base", "same", "carries"]
@@ -500,20 +419,27 @@ def inert(text: str) -> str:
 
 
 def truncate(markdown: str, limit: int) -> str:
-    """`markdown` in at most `limit` bytes (UTF-8): the evidence goes first, then the versions; the first screen
-    (the title, the grid, the caution and the tables) stays as long as it fits, and is cut at a line, with the
-    note, only when it alone does not."""
+    """`markdown` in at most `limit` bytes (UTF-8): the evidence goes first, then the versions, then the whole grid
+    (where the first screen shows only the rows that ask for action); the first screen (the title, the grid, the
+    caution and the tables) stays as long as it fits, and is cut at a line, with the note, only when it alone does
+    not."""
     if len(markdown.encode()) <= limit:
         return markdown
     head, found, rest = markdown.partition(f"\n{EVIDENCE}")
     if not found:  # no evidence: cut before the versions
         head, found, rest = markdown.partition(f"\n{VERSIONS}")
     _, versions, tail = rest.partition(f"\n{VERSIONS}")
-    for candidate in (f"{head}\n{TRUNCATED}\n\n{VERSIONS}{tail}" if versions else "", f"{head}\n{TRUNCATED}\n"):
+    screen = head.partition(f"\n{WHOLE_GRID}")[0]
+    candidates = (
+        f"{head}\n{TRUNCATED}\n\n{VERSIONS}{tail}" if versions else "",
+        f"{head}\n{TRUNCATED}\n",
+        f"{screen}\n{TRUNCATED}\n",
+    )
+    for candidate in candidates:
         if candidate and len(candidate.encode()) <= limit:
             return candidate
     kept, size = [], len(TRUNCATED.encode()) + 2
-    for line in head.splitlines():
+    for line in screen.splitlines():
         size += len(line.encode()) + 1
         if size > limit:
             break

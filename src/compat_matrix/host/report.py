@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from compat_matrix.host import collect, conclude, grid, render, tests_seen, verdict, wording
+from compat_matrix.host import collect, conclude, first_screen, grid, health, render, tests_seen, verdict, wording
 from compat_matrix.host.baseline import Change, compare, failing, load_report
 from compat_matrix.host.cells import LOGS, Cell, ignore_housekeeping, read_result
 from compat_matrix.host.exits import Outcome
@@ -70,7 +70,8 @@ def make_report(
     declared: Sequence[Declared] = (),
 ) -> render.Report:
     """collect → verdicts → conclusions (per row, then per subject) → the grid, summaries in plain words, the
-    overrides that reached a `fail_on` conclusion, and what changed since `baseline`: everything the files show,
+    overrides that reached a `fail_on` conclusion, what breaks for the class as shipped (the release's health) and
+    what the first screen holds, and what changed since `baseline`: everything the files show,
     decided, for render to format. A module or package target stands for the classes the cells found in it;
     `declared`: the ranges the requirements declare for the axes swept over them."""
     expanded = collect.expand(spec.subjects, results)
@@ -97,8 +98,24 @@ def make_report(
     failed = tuple(reached(decision, fail_on, order))
     found = {s.target: tuple(d for _, d in collect.discoveries(s.target, results)) for s in spec.subjects if s.package}
     ranges = {target: tuple(conclude.range_checks(answer, declared)) for target, answer in subjects.items()}
+    broken = health.breakages(rows)
+    said = health.statements(broken, [s.target for s in expanded], order, spec.name)
+    screen = first_screen.make(decision, broken, said)
     decided = render.Report(
-        meta, collected, rows, subjects, summaries, decision, unmet, None, tuple(fail_on), failed, found, ranges
+        meta,
+        collected,
+        rows,
+        subjects,
+        summaries,
+        decision,
+        unmet,
+        None,
+        tuple(fail_on),
+        failed,
+        found,
+        ranges,
+        broken,
+        screen,
     )
     if baseline is None:
         return decided

@@ -10,7 +10,7 @@ read, in the markdown and in the JSON's sentences alike; render then escapes HTM
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -552,32 +552,16 @@ def _listed(items: Sequence[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
 
 
-def could_not_run(overrides: Sequence[Override], order: Sequence[str], style: Style = MARKDOWN) -> str:
-    """One line for the classes that could not run on some tested releases but ran on others (their grid rows say
-    what ran, not why the rest did not): per cause and releases, the classes, so that a comment cut to its first
-    screen still says it (`on 5.24.0, AdapterTrainer, AlbertAdapterModel and 25 more: import-failed: …`)."""
-    alike: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-    for o in overrides:
-        if o.advice.nothing_ran:
-            continue  # its row says why
-        whys: dict[str, list[str]] = {}
-        for label, c in o.by_release:
-            if c.kind == COULD_NOT_RUN and c.why:
-                whys.setdefault(c.why, []).append(label)
-        for why, labels in whys.items():
-            classes = alike.setdefault((why, tuple(labels)), [])
-            if name_of_subject(o.target, style) not in classes:
-                classes.append(name_of_subject(o.target, style))
-    said = []
-    for (why, labels), classes in alike.items():
-        who = _listed(classes) if len(classes) <= CAUTIONS else f"{', '.join(classes[:2])} and {len(classes) - 2} more"
-        said.append(f"on {versions_text(labels, order)}, {who}: {style.text(why[:ERROR_SHOWN])}")
-    return f"{style.strong('Could not run:')} " + "; ".join(said) + "." if said else ""
-
-
-def caution(overrides: Sequence[Override], order: Sequence[str], several: bool, style: Style = MARKDOWN) -> str:
+def caution(
+    overrides: Sequence[Override],
+    order: Sequence[str],
+    several: bool,
+    style: Style = MARKDOWN,
+    above: frozenset[str] = frozenset(),
+) -> str:
     """One line when an override is harmful somewhere: what breaks, the error, and that deleting it fixes that.
-    Overrides that break alike (the same error on the same releases) are said together."""
+    Overrides that break alike (the same error on the same releases) are said together. An error in `above` (the
+    release's health at the top says it) is named by its type alone."""
     alike: dict[tuple[tuple[str, ...], str | None], tuple[list[str], list[str]]] = {}
     cautioned: dict[tuple[tuple[str, ...], str | None], list[str | None]] = {}  # their caveats (stand-ins, …)
     for o in overrides:
@@ -596,7 +580,8 @@ def caution(overrides: Sequence[Override], order: Sequence[str], several: bool, 
         )
         verb = "breaks" if len(names) == 1 else "break"
         what = _listed([style.text(t) for t in titles[:3]]) + (" and more" if len(titles) > 3 else "")
-        raised = f" with “{style.text(error[:ERROR_SHOWN])}”" if error else ""
+        raised = f" with “{style.text(error[:ERROR_SHOWN])}”" if error and error not in above else ""
+        raised += f" with the {style.text(error.split(':', 1)[0])} said at the top" if error and error in above else ""
         raised += "".join(dict.fromkeys(f" ({style.text(c)})" for c in cautioned.get((labels, error), ()) if c))
         said.append(f"on {versions_text(labels, order)}, {who} {verb} {what}{raised}")
     more = len(alike) - CAUTIONS
@@ -630,14 +615,20 @@ def stopped(whys: Sequence[str]) -> str | None:
     return said if said.startswith("could not ") else ranked[0]
 
 
-def reason(override: Override, order: Sequence[str], style: Style = MARKDOWN) -> str:
-    """The advice's reason in a few words, for the grid (and, plain, the JSON)."""
+def reason(
+    override: Override, order: Sequence[str], style: Style = MARKDOWN, above: Mapping[str, str] | None = None
+) -> str:
+    """The advice's reason in a few words, for the grid (and, plain, the JSON). `above`: for each reason a row could
+    not run that the release's health at the top says, what to say instead (compat_matrix.host.health)."""
     advice = override.advice
 
     def on(kind: ConclusionKind) -> str:
         return versions_text(advice.on(kind), order, axis=False)
 
     if advice.nothing_ran:
+        told = [above[c.why] for _, c in override.by_release if above and c.why in above]
+        if told:
+            return f"nothing ran: {told[0]}"
         why = stopped([c.why for _, c in override.by_release if c.why])
         return style.text(why[:ERROR_SHOWN]) if why else "nothing ran"
     if advice.kind == AdviceKind.DELETE:
@@ -677,7 +668,12 @@ def reason(override: Override, order: Sequence[str], style: Style = MARKDOWN) ->
         said.append(f"harmful on {on(HARMFUL)}, needed on {on(NEEDED)}")
     elif advice.on(HARMFUL):
         said.append(f"harmful on {on(HARMFUL)}")
-    if advice.on(DIFFERENTLY):
+    broken = [(label, c.breaks) for label, c in override.by_release if c.breaks]
+    if broken:  # what no correct override does: said as what it breaks, where
+        titles = list(dict.fromkeys(b.title for b in broken[0][1]))
+        what = _listed([style.text(t) for t in titles[:2]]) + (" …" if len(titles) > 2 else "")
+        said.append(f"breaks {what} on {versions_text([label for label, _ in broken], order, axis=False)}")
+    elif advice.on(DIFFERENTLY):
         _, titles, _ = _failing(override, DIFFERENTLY)
         what = _listed([style.text(t) for t in titles[:2]]) + (" …" if len(titles) > 2 else "")
         said.append(f"behaves differently on {on(DIFFERENTLY)}" + (f" ({what})" if what else ""))
@@ -775,9 +771,11 @@ def _errors(o: Observation) -> tuple[str | None, str | None]:
     return error_of(o, o.override), error_of(o, o.base)
 
 
-def what_differs(override: Override, order: Sequence[str], style: Style = PLAIN) -> Evidence:
+def what_differs(
+    override: Override, order: Sequence[str], style: Style = PLAIN, above: Mapping[str, str] | None = None
+) -> Evidence:
     """The contrasts behind each conclusion, grouped: a call whose two sides read alike on several releases is one
-    row naming them, and calls whose sides and releases agree share a row."""
+    row naming them, and calls whose sides and releases agree share a row. `above`: as for `reason`."""
     shown: list[tuple[str, tuple[str, str], str, str]] = []  # (label, (title, name), with it, deleted)
     left_out = 0
     contrasts = [c for _, conclusion in override.by_release for c in conclusion.contrasts]
@@ -808,7 +806,7 @@ def what_differs(override: Override, order: Sequence[str], style: Style = PLAIN)
     return Evidence(
         tuple(table[:EVIDENCE_ROWS]),
         errors,
-        _notes(override, order, style),
+        _notes(override, order, style, above or {}),
         left_out,
         max(0, len(table) - EVIDENCE_ROWS),
     )
@@ -828,7 +826,7 @@ def _calls(calls: dict[str, list[str]]) -> str:
     return "; ".join(said) + (f"; and {len(calls) - CALLS} more probes" if len(calls) > CALLS else "")
 
 
-def _notes(override: Override, order: Sequence[str], style: Style) -> tuple[str, ...]:
+def _notes(override: Override, order: Sequence[str], style: Style, above: Mapping[str, str]) -> tuple[str, ...]:
     """A line per conclusion that no table row shows (redundant, orphaned, inconclusive, could not run), and where
     the other context carried one."""
     said: dict[tuple[ConclusionKind, str], list[str]] = {}
@@ -837,7 +835,7 @@ def _notes(override: Override, order: Sequence[str], style: Style) -> tuple[str,
         if c.context == evidence.WITHOUT_REST:
             hidden.append(label)
         if c.kind in (REDUNDANT, ORPHANED, UNKNOWN, COULD_NOT_RUN):
-            why = "nothing differs" if c.kind == REDUNDANT else style.text(c.why or "")
+            why = "nothing differs" if c.kind == REDUNDANT else above.get(c.why or "") or style.text(c.why or "")
             said.setdefault((c.kind, why), []).append(label)
     lines = [
         f"{kind} on {versions_text(labels, order, axis=False)}" + (f": {why}" if why else "")
@@ -849,6 +847,15 @@ def _notes(override: Override, order: Sequence[str], style: Style) -> tuple[str,
             " (as shipped, the same failure hides it)"
         )
     return tuple(lines)
+
+
+def alike(found: Sequence[tuple[Override, Evidence]]) -> list[tuple[tuple[Override, ...], Evidence]]:
+    """Overrides of one class with the same advice whose evidence reads alike, said once (in the first one's place):
+    the classes that could not be built, say, whose every override says only that."""
+    together: dict[tuple[AdviceKind, Evidence], list[Override]] = {}
+    for override, said in found:
+        together.setdefault((override.advice.kind, said), []).append(override)
+    return [(tuple(overrides), said) for (_, said), overrides in together.items()]
 
 
 def left_out(count: int) -> str:

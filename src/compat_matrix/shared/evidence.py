@@ -182,11 +182,19 @@ def _context(observations: Iterable[Observation], name: str, context: str) -> li
         elif context == WITH_REST:
             value = dict(o.without).get(name, _MISSING)
             pairs.append(
-                Observation(o.probe, o.name, o.override, o.override if value is _MISSING else value, o.carries)
+                Observation(
+                    o.probe,
+                    o.name,
+                    o.override,
+                    o.override if value is _MISSING else value,
+                    o.carries,
+                    contract=o.contract,
+                )
             )
         else:
             value = dict(o.alone).get(name, _MISSING)
-            pairs.append(Observation(o.probe, o.name, o.base if value is _MISSING else value, o.base, o.carries))
+            shifted = o.base if value is _MISSING else value
+            pairs.append(Observation(o.probe, o.name, shifted, o.base, o.carries, contract=o.contract))
     return pairs
 
 
@@ -283,7 +291,9 @@ def together(subject: SubjectResult) -> tuple[Observation, ...]:
         pairs: Iterable[Observation] = subject.observations
     else:
         pairs = (
-            Observation(o.probe, o.name, o.override, dict(o.without).get(key, o.override), o.carries)
+            Observation(
+                o.probe, o.name, o.override, dict(o.without).get(key, o.override), o.carries, contract=o.contract
+            )
             for o in subject.observations
         )
     return tuple(o for o in pairs if counts(o))

@@ -99,6 +99,7 @@ class Observation:
     without: tuple[tuple[str, Any], ...] = ()
     alone: tuple[tuple[str, Any], ...] = ()
     fixed: tuple[tuple[str, Any], ...] = ()  # (name, value) with that override widened as a Fix proposes
+    contract: bool = False  # it holds the audited API's contract: a correct override gives what the base gives
 
     @property
     def same(self) -> bool:
@@ -114,6 +115,7 @@ class Observation:
             "base_without": dict(self.without),
             "kept_alone": dict(self.alone),
             **({"fixed": dict(self.fixed)} if self.fixed else {}),
+            **({"contract": True} if self.contract else {}),
         }
 
     @classmethod
@@ -122,7 +124,10 @@ class Observation:
         alone = tuple(data.get("kept_alone", {}).items())
         fixed = tuple(data.get("fixed", {}).items())
         carries = data.get("carries", True)
-        return cls(data["probe"], data["name"], data["override"], data["base"], carries, without, alone, fixed)
+        contract = bool(data.get("contract", False))
+        return cls(
+            data["probe"], data["name"], data["override"], data["base"], carries, without, alone, fixed, contract
+        )
 
 
 @dataclass(frozen=True)

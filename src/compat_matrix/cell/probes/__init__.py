@@ -11,8 +11,10 @@ observations carry its verdict; it may say that it observed nothing meaningful (
 `inconclusive` observation), and then it cannot make a subject `same`. Each built-in probe ships with a
 deliberately broken override (in tests/broken_overrides/) that it must tell apart from the base implementation.
 
-The families live in their own modules: `checkpointing` (the switches of gradient checkpointing) and `generic`
-(probes for any method: signatures, transformers' own calls, the paths users take).
+The families live in their own modules: `checkpointing` (the switches of gradient checkpointing), `generic`
+(probes for any method: signatures, transformers' own calls, the paths users take), `outputs` (the values those paths
+give), `training` and `trainer_hooks` (Trainer subclasses: training, evaluation, prediction, saving; checkpoints and
+resuming, the best model, logging, `model_init`, the model card).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ REACHED = "reached"  # the audited methods whose code ran during the probe (the 
 INCONCLUSIVE = "inconclusive"  # why the probe observed nothing meaningful
 LINES = "lines"  # as shipped: the statements of the audited code that ran during the probe (the runner records it)
 NEVER_CARRY = frozenset({REACHED, LINES, INCONCLUSIVE})
+CONTRACT: tuple[str, ...] = ("*",)  # `contract=CONTRACT`: every observation that carries holds the contract
 
 
 class Inconclusive(Exception):
@@ -74,10 +77,21 @@ class Probe:
     # Whether it reads the class rather than runs it (signatures, call sites): what it sees differ is what some call
     # would do, which the probes that run the code observe themselves.
     inspects: bool = False
+    # The observations that hold the audited API's contract: what any correct override gives as the base does (the
+    # layers a checkpointing switch turns on, a reload that keeps every tensor, a resume that ends where an
+    # uninterrupted run does). Where one differs, the override breaks it; elsewhere a difference may be what the
+    # override is for (other logits, another loss). CONTRACT: every observation that carries.
+    contract: tuple[str, ...] = ()
 
     @property
     def doc(self) -> str:
         return (self.func.__doc__ or "").strip()
+
+    def binding(self, observation: str) -> bool:
+        """Whether `observation` holds the contract (see `contract`)."""
+        if observation in (ERROR, WARNINGS) or not self.carrying(observation):
+            return False
+        return self.contract == CONTRACT or observation in self.contract
 
     def carrying(self, observation: str) -> bool:
         if observation in NEVER_CARRY or observation in self.informs:
@@ -99,11 +113,14 @@ def probe(
     title: str = "",
     kinds: tuple[str, ...] = (MODEL,),
     inspects: bool = False,
+    contract: tuple[str, ...] = (),
 ) -> Callable[[Callable[[Build], Values]], Callable[[Build], Values]]:
     """Register a probe under its function's name: it exercises the named methods; the observations named in
-    `carries` (default: all) decide its verdict, those in `informs` are only shown."""
+    `carries` (default: all) decide its verdict, those in `informs` are only shown, and those in `contract` (or
+    CONTRACT: all that carry) hold what any correct override gives as the base does."""
 
-    for given, what in ((exercises, "exercises"), (carries, "carries"), (informs, "informs"), (kinds, "kinds")):
+    checked = ((exercises, "exercises"), (carries, "carries"), (informs, "informs"), (kinds, "kinds"))
+    for given, what in (*checked, (() if contract == CONTRACT else contract, "contract")):
         if isinstance(given, str):
             raise TypeError(f"probe({what}={given!r}): a tuple of names, e.g. ({given!r},)")
 
@@ -113,7 +130,7 @@ def probe(
             raise ValueError(f"a probe named {name!r} is already registered by {_REGISTRY[name].func.__module__}")
         title_ = title or name.replace("_", " ")
         _REGISTRY[name] = Probe(
-            name, func, tuple(exercises), summary, carries, tuple(informs), title_, tuple(kinds), inspects
+            name, func, tuple(exercises), summary, carries, tuple(informs), title_, tuple(kinds), inspects, contract
         )
         return func
 
@@ -192,4 +209,4 @@ def prewarm(modules: tuple[str, ...] = PREWARM) -> dict[str, Exception]:
     return failed
 
 
-from compat_matrix.cell.probes import checkpointing, generic, outputs, training  # noqa: E402, F401  registers the families
+from compat_matrix.cell.probes import checkpointing, generic, outputs, trainer_hooks, training  # noqa: E402, F401  registers the families

@@ -14,7 +14,7 @@ import re
 import tempfile
 from typing import Any
 
-from compat_matrix.cell.probes import ANY, Build, Inconclusive, Values, probe
+from compat_matrix.cell.probes import ANY, CONTRACT, Build, Inconclusive, Values, probe
 from compat_matrix.cell.probes.common import attempt, batch, failed
 from compat_matrix.cell.probes.generic import accepts, base_function, parameters
 from compat_matrix.shared.results import failure
@@ -216,7 +216,7 @@ def state_survived(saved: Any, loaded: Any) -> bool | Values:
 # --- the probes ------------------------------------------------------------------------------------------------
 
 
-@probe(exercises=ANY, title="called with no arguments")
+@probe(exercises=ANY, title="called with no arguments", contract=CONTRACT)
 def no_arguments(build: Build) -> Values:
     """Per audited method that the base implementation lets be called with no arguments (accessors such as
     `get_input_embeddings`, switches, `tie_weights`): what a call on a fresh instance returns (a module by its
@@ -240,7 +240,7 @@ def no_arguments(build: Build) -> Values:
     return values
 
 
-@probe(exercises=ANY, title="setters")
+@probe(exercises=ANY, title="setters", contract=CONTRACT)
 def setters(build: Build) -> Values:
     """Per audited setter `set_X` with a getter `get_X` (`set_input_embeddings`, `set_output_embeddings`,
     `set_decoder`): called with a copy of what the getter returns, its weights redrawn; then whether the getter
@@ -328,7 +328,12 @@ def forward_backward(build: Build) -> Values:
     }
 
 
-@probe(exercises=ANY, title="save and load", informs=(ACROSS_RELEASES,))
+# What a reload must keep, whatever the class: the files load, nothing is missing or unexpected, every tensor and tie
+# survives, the outputs are the same. What it gains or lacks besides (attributes, the config class) may be the point.
+RELOADED = ("saved", "loaded", "loading_info", "state_survived", "tied", "same_outputs")
+
+
+@probe(exercises=ANY, title="save and load", informs=(ACROSS_RELEASES,), contract=RELOADED)
 def save_and_load(build: Build) -> Values:
     """`save_pretrained` to a temporary folder and `from_pretrained` back from it (local files only): whether both work;
     what loading reports (missing, unexpected and mismatched keys); whether every tensor of the state dict survived

@@ -19,18 +19,23 @@ from compat_matrix.cell.probes.outputs import rounded, state_survived, tensor_su
 _VOLATILE = ("runtime", "per_second", "flos", "memory", "_time")  # metrics that time the run rather than describe it
 
 
+def volatile(key: str) -> bool:
+    """Whether a metric's name says it times the run or measures the machine (`eval_runtime`, `total_flos`)."""
+    return any(word in key for word in _VOLATILE)
+
+
 def metrics(found: dict[str, Any]) -> Values:
     """A Trainer's metrics without those that measure time or the machine, floats rounded."""
     return {
         key: rounded(value) if isinstance(value, float) else value
         for key, value in sorted(found.items())
-        if not any(word in key for word in _VOLATILE)
+        if not volatile(key)
     }
 
 
 @contextlib.contextmanager
-def trainer(build: Build) -> Iterator[Any]:
-    """A fresh Trainer of the variant under test; its output folder is removed afterwards."""
+def trainer(build: Callable[[], Any]) -> Iterator[Any]:
+    """A fresh Trainer of the variant under test (`build()`); its output folder is removed afterwards."""
     instance = build()
     try:
         yield instance

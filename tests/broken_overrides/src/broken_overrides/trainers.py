@@ -3,6 +3,9 @@ and dataset); and a control."""
 
 from __future__ import annotations
 
+import os
+
+import torch
 from transformers import Trainer
 
 
@@ -26,3 +29,70 @@ class PassThroughComputeLoss(Trainer):
 
     def compute_loss(self, *args, **kwargs):
         return super().compute_loss(*args, **kwargs)
+
+
+# The hooks a plain `train()` never reaches, for the probes of compat_matrix.cell.probes.trainer_hooks
+
+
+class SavesUnloadableWeights(Trainer):
+    """`_save` that writes the state dict under a name transformers never loads (`model.pt`), beside the config: the
+    checkpoints look complete, but resuming from one raises "Can't find a valid checkpoint" (what users of many
+    fine-tuning scripts report, e.g. shibing624/MedicalGPT#91) and the best model cannot be found at the end."""
+
+    def _save(self, output_dir=None, state_dict=None):
+        output_dir = output_dir if output_dir is not None else self.args.output_dir
+        os.makedirs(output_dir, exist_ok=True)
+        torch.save(self.model.state_dict() if state_dict is None else state_dict, os.path.join(output_dir, "model.pt"))
+        self.model.config.save_pretrained(output_dir)
+
+
+class CheckpointsOnlyTheModel(Trainer):
+    """`_save_checkpoint` that saves the model alone (as overrides that save only an adapter or a projector do): no
+    optimizer, scheduler, random state or trainer state, so a resumed run starts again from step 0, and the best
+    checkpoint is never recorded."""
+
+    def _save_checkpoint(self, model, trial):
+        self.save_model(os.path.join(self.args.output_dir, f"checkpoint-{self.state.global_step}"), _internal_call=True)
+
+
+class IgnoresCheckpoint(Trainer):
+    """`_load_from_checkpoint` that loads nothing (the weights are left to someone else, as transformers#29740 asks
+    for): a resumed run continues the checkpoint's optimizer and step on the weights it was built with."""
+
+    def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
+        return None
+
+
+class KeepsLastModel(Trainer):
+    """`_load_best_model` that loads nothing: with `load_best_model_at_end` the trainer ends with the model it trained
+    last, not the best one (the symptom in urchade/GLiNER#159)."""
+
+    def _load_best_model(self):
+        return None
+
+
+class RenamesLoggedKeys(Trainer):
+    """`log` that prefixes every key with `train/` to group them in a dashboard (what transformers declined in
+    huggingface/transformers#7935, since other components read the names): the log history has no `loss` any more."""
+
+    def log(self, logs, start_time=None):
+        super().log({f"train/{key}": value for key, value in logs.items()}, start_time)
+
+
+class ReusesFirstModel(Trainer):
+    """`call_model_init` that makes the model once and hands back the same one afterwards (as trainers that prepare
+    their model once in `__init__` do, huggingface/trl#484): every `train()` after the first continues from the weights
+    the last one left instead of a fresh model."""
+
+    def call_model_init(self, trial=None):
+        if getattr(self, "_prepared_model", None) is None:
+            self._prepared_model = super().call_model_init(trial)
+        return self._prepared_model
+
+
+class WritesNoModelCard(Trainer):
+    """`create_model_card` that writes nothing (a library that drafts its card only when it pushes to the hub):
+    `push_to_hub` uploads no README.md."""
+
+    def create_model_card(self, *args, **kwargs):
+        return None
