@@ -157,15 +157,18 @@ runner.rehearse(300)
 cls, methods = load_callable(sys.argv[1]), tuple(sys.argv[2].split(","))
 prepare(methods)
 probes, build = probes_for(methods, runner.subject_kind(cls)), Build(default_factory, cls, methods)
-watched = {name: tracing.bodies(inspect.getattr_static(cls, name)) for name in methods}
 def once(names):
     start = time.process_time()
     for probe in probes:
-        call_probe(probe, build, 300, names)
+        call_probe(probe, build, 300, names, lines=bool(names))
     return time.process_time() - start
 if os.fork() == 0:
+    once(None)
+    plain = min(once(None) for _ in range(3))  # the code as it ships, nothing watched
+    runner.watch(cls, methods)  # as a subject's child does before its variants fork: instrumented copies
+    watched = {name: tracing.bodies(inspect.getattr_static(cls, name)) for name in methods}
     once(watched)
-    plain, seen = min(once(None) for _ in range(3)), min(once(watched) for _ in range(3))
+    seen = min(once(watched) for _ in range(3))  # as the class as shipped runs: which names and statements ran
     print(platform.python_version(), plain, seen, flush=True)
     os._exit(0)
 os.wait()
@@ -173,13 +176,14 @@ os.wait()
 
 
 def watching(python: Path, subject: spec.Subject, show) -> None:
-    """What watching which audited names run costs the probes of one variant, in a warm cell."""
+    """What watching which audited names and statements run costs the probes of the variant as shipped, in a warm
+    cell: the probes on the code as it ships, against the same probes on its instrumented copies, watched."""
     environ = envs.runner_environment(python.parent.parent)
     command = [str(python), "-c", WATCHING, subject.target, ",".join(subject.methods)]
     done = subprocess.run(command, env=environ, capture_output=True, text=True, check=True)
     version, plain, watched = done.stdout.split()[-3:]
     show(
-        f"  one variant's probes, CPU: unwatched, watching the audited names (Python {version})",
+        f"  one variant's probes, CPU: as it ships, instrumented and watched (names, statements; Python {version})",
         f"{float(plain):6.2f} s, {float(watched):6.2f} s   {float(watched) / float(plain):.2f}x",
     )
 
