@@ -19,10 +19,10 @@ from compat_matrix.cell import tracing
 from compat_matrix.cell.factory import SEED
 from compat_matrix.cell.probes import ERROR, INCONCLUSIVE, LINES, REACHED, WARNINGS, Inconclusive, Probe, Values
 from compat_matrix.cell.probes.common import jsonable, stable_text
+from compat_matrix.shared.limits import DEFAULT_TIMEOUT
 from compat_matrix.shared.results import describe_exception, one_line
 
 BUILDS_ON = "transformers"
-DEFAULT_TIMEOUT = 300.0  # seconds per probe call, as in compat_matrix.host.spec
 
 
 class ProbeTimeout(Exception):

@@ -37,7 +37,7 @@ from compat_matrix.host.spec import Declared
 from compat_matrix.host.verdict import INSPECTS, Judged, Verdict
 from compat_matrix.shared import evidence
 from compat_matrix.shared.results import METHOD, Observation, SubjectResult, failure_in
-from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind, ObservationName, VerdictKind
+from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind, ObservationName, Status, VerdictKind
 
 HARMFUL, NEEDED, DIFFERENTLY = ConclusionKind.HARMFUL, ConclusionKind.NEEDED, ConclusionKind.DIFFERENTLY
 UNKNOWN, COULD_NOT_RUN, REDUNDANT = ConclusionKind.UNKNOWN, ConclusionKind.COULD_NOT_RUN, ConclusionKind.REDUNDANT
@@ -523,7 +523,7 @@ def _reads(target: str, override: Override) -> str:
     return f"{target.rsplit(':', 1)[-1]} ({'could not run' if override.advice.nothing_ran else override.advice.kind})"
 
 
-IMPORT_FAILED = "import-failed"  # a subject's status: the class as shipped cannot be imported on that release
+IMPORT_FAILED = Status.IMPORT_FAILED  # a subject's status: the class as shipped cannot be imported on that release
 
 
 @dataclass(frozen=True)
@@ -574,7 +574,7 @@ def range_check(answer: SubjectConclusions, declared: Declared) -> RangeCheck:
             continue
         if row.verdict.ran:
             versions[row.label] = version
-        elif result is not None and result.status == IMPORT_FAILED and row.row.cell.status == "ok":
+        elif result is not None and result.status == IMPORT_FAILED and row.row.cell.status == Status.OK:
             versions[row.label] = version
             broken.append(version)
     tested = tuple(sorted(set(versions.values()), key=Version))

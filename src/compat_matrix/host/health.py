@@ -55,7 +55,7 @@ class Stage(StrEnum):
 
 TITLED = (Stage.IMPORT, Stage.BUILD, Stage.RUN)  # about a class: what a title names
 BUILD_PROBE, BUILT = "build_and_init", "built"  # the probe that builds the class, and its observation of the build
-IMPORT_FAILED, COULD_NOT_BUILD, FACTORY_FAILED = "import-failed", "could-not-build", "factory-failed"
+IMPORT_FAILED, COULD_NOT_BUILD, FACTORY_FAILED = Status.IMPORT_FAILED, Status.COULD_NOT_BUILD, Status.FACTORY_FAILED
 INSTALLING = frozenset({Status.INSTALL_FAILED, Status.NO_INTERPRETER})
 _UNBUILT = re.compile(r"^could not build [\w.]+: (?P<error>.*?)(?:; write a factory \(see README\))?$")
 

@@ -41,7 +41,7 @@ from compat_matrix.host.spec import Subject
 from compat_matrix.host.tests_seen import TEST_COLUMNS, TestsSeen
 from compat_matrix.host.wording import MARKDOWN, PLAIN, Summary, spelled, versions_text
 from compat_matrix.shared.results import Discovery
-from compat_matrix.shared.vocabulary import ConclusionKind
+from compat_matrix.shared.vocabulary import ConclusionKind, Status
 
 COLUMNS = {"override": "with override", "base": "base implementation"}
 BASE_MEANING = (
@@ -119,7 +119,7 @@ class Report:
     def status(self) -> str:
         cells = [c.result for c in self.collected.cells if not prerelease.early(c.result.requested, c.result.resolved)]
         rows = [r for r in self.rows if not prerelease.early(r.row.cell.requested, r.row.cell.resolved)]
-        if any(c.status != "ok" for c in cells) or any(not r.verdict.ran for r in rows):
+        if any(c.status != Status.OK for c in cells) or any(not r.verdict.ran for r in rows):
             return COULD_NOT_RUN
         return FAILING if self.unmet or self.failed_on or failing(list(self.changes or ())) else OK
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compat_matrix.shared.results import SubjectResult, equal, failure_in
+from compat_matrix.shared.vocabulary import Status
 
 ACROSS_RELEASES = "across_releases"  # as compat_matrix.cell.probes.outputs names it
 ERROR, WARNINGS = "error", "warnings"
@@ -50,7 +51,7 @@ def _probe_error(subject: SubjectResult, probe: str) -> tuple[bool, str | None]:
 def shipped_changes(rows: list[tuple[str, SubjectResult | None]]) -> tuple[ShippedChange, ...]:
     """`rows`: (release, the subject's result there) oldest first; the releases where the subject could not run
     are left out. Failures first (in probe order), then silent changes."""
-    ran = [(release, result) for release, result in rows if result is not None and result.status == "ok"]
+    ran = [(release, result) for release, result in rows if result is not None and result.status == Status.OK]
     probes = list(dict.fromkeys(o.probe for _, result in ran for o in result.observations))
     found = []
     for probe in probes:

@@ -31,10 +31,10 @@ from packaging.version import InvalidVersion, Version
 from compat_matrix.host import factories
 from compat_matrix.host.exits import BadInput
 from compat_matrix.host.prerelease import PRE
+from compat_matrix.shared.limits import DEFAULT_TIMEOUT
 from compat_matrix.shared.vocabulary import EXPECTABLE
 
 PYTHON = "python"
-DEFAULT_TIMEOUT = 300.0  # seconds per probe call
 DEFAULT_CELL_TIMEOUT = 1800.0  # seconds for a whole cell: install and probes
 MAX_SECONDS = 7 * 24 * 3600.0
 NAME_LIMIT = 100  # characters of a matrix name: it names files

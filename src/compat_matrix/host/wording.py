@@ -39,7 +39,7 @@ from compat_matrix.host.tests_seen import TestsSeen
 from compat_matrix.host.verdict import Verdict
 from compat_matrix.shared import evidence
 from compat_matrix.shared.results import THROUGH, Discovery, Observation, equal, one_line
-from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind, ObservationName, VerdictKind
+from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind, ObservationName, Status, VerdictKind
 
 SHORT = 48  # characters of a value in a phrase
 _MARKUP = re.compile(r"([*_\[\]])")
@@ -494,8 +494,8 @@ MEANINGS = {
 }
 CAUTIONS = 3  # harmful overrides a caution line names; the grid shows the rest
 ERROR_SHOWN = 200  # characters of an error in the caution line
-UNBUILT = "could-not-build: "  # a subject's status and reason, as a conclusion's why (compat_matrix.cell.runner)
-INSTALL_FAILED = "install-failed: "  # a cell's
+UNBUILT = f"{Status.COULD_NOT_BUILD}: "  # a subject's status and reason, as a conclusion's why
+INSTALL_FAILED = f"{Status.INSTALL_FAILED}: "  # a cell's
 
 
 def _class(target: str) -> str:

@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compat_matrix.shared.vocabulary import Status
+
 SCHEMA = 1
-OK = "ok"
-NOTHING_RAN = "nothing ran"  # a cell that ran, none of whose subjects could be imported or built (vocabulary.Status)
-CRASHED = "crashed"  # a cell's runner or a subject's child died: a signal or an exit code
-TIMED_OUT = "timed-out"  # a probe call past the matrix's timeout, or a cell past its limit
+OK, NOTHING_RAN, CRASHED, TIMED_OUT = Status.OK, Status.NOTHING_RAN, Status.CRASHED, Status.TIMED_OUT
 
 
 MESSAGE_LIMIT = 300  # characters of an exception or warning message kept in an observation

@@ -12,8 +12,8 @@ from enum import StrEnum
 
 
 class Status(StrEnum):
-    """What a cell or a subject came to. The cell side adds kinds of its own (`import-failed`, `factory-failed`,
-    `bad-subject`, ...), which travel as plain strings: any status but OK means it could not run."""
+    """What a cell or a subject came to: any status but OK means it could not run. The cell side may add kinds of
+    its own, which travel as plain strings; those the host reads are members here."""
 
     OK = "ok"
     INSTALL_FAILED = "install-failed"
@@ -25,6 +25,9 @@ class Status(StrEnum):
     NOTHING_RAN = "nothing ran"  # a cell that ran, none of whose subjects could be imported or built
     FAILS_AS_SHIPPED = "fails as shipped"  # every probe that runs the class fails, with its overrides and without
     SKIPPED = "skipped"  # nothing to install: the value `pre` where the index has no pre-release to stand for
+    IMPORT_FAILED = "import-failed"  # a subject's class (or a transformers module the probes need) cannot be imported
+    COULD_NOT_BUILD = "could-not-build"  # the default factory cannot make the subject tiny: it needs a factory
+    FACTORY_FAILED = "factory-failed"  # the matrix file's factory raised
 
 
 class VerdictKind(StrEnum):

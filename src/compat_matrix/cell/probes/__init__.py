@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from compat_matrix.shared.vocabulary import ObservationName
+
 Values = dict[str, Any]
 ANY = ("*",)  # `exercises=ANY`: a probe for every audited method, whatever it is
 # What a subject is; each kind has its family of probes (a kind without one reads `no probe`).
@@ -48,11 +50,9 @@ class Build:
         return self.factory(self.cls)
 
 
-ERROR = "error"  # an exception the probe raised: type and first line of the message
-WARNINGS = "warnings"  # Python warnings and transformers' logger warnings raised during the probe
-REACHED = "reached"  # the audited methods whose code ran during the probe (the runner records it)
-INCONCLUSIVE = "inconclusive"  # why the probe observed nothing meaningful
-LINES = "lines"  # as shipped: the statements of the audited code that ran during the probe (the runner records it)
+# The observations every probe call may make besides its own values (the vocabulary's words, named here too).
+ERROR, WARNINGS, REACHED = ObservationName.ERROR, ObservationName.WARNINGS, ObservationName.REACHED
+INCONCLUSIVE, LINES = ObservationName.INCONCLUSIVE, ObservationName.LINES
 NEVER_CARRY = frozenset({REACHED, LINES, INCONCLUSIVE})
 CONTRACT: tuple[str, ...] = ("*",)  # `contract=CONTRACT`: every observation that carries holds the contract
 
