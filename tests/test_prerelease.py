@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from compat_matrix.host import baseline, cli, collect, grid, plan, prerelease, render, verdict
+from compat_matrix.host import baseline, cli, collect, grid, plan, prerelease, releases, render, verdict
 from compat_matrix.host.cells import Cell, install_args, result_path
 from compat_matrix.host.conclude import Conclusion, OnRelease, Override, advise
 from compat_matrix.host.report import make_report
@@ -90,7 +90,7 @@ def test_which_cells_are_early_warnings(requested, resolved, early):
     ],
 )
 def test_which_labels_are_early_warnings(label, early):
-    assert prerelease.early_label(label) is early
+    assert releases.early_label(label) is early
 
 
 def matrix_file(folder: Path, values: list[str]) -> Path:

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compat_matrix.host import prerelease
 from compat_matrix.host.exits import BadInput
+from compat_matrix.host.releases import Label, Release, early_label
 from compat_matrix.shared.vocabulary import FAILING_CHANGES, ChangeKind
 
 NEW, VANISHED, FLIPPED = ChangeKind.NEW, ChangeKind.VANISHED, ChangeKind.FLIPPED
@@ -90,10 +90,7 @@ def baseline_for(path: Path, matrix: str) -> dict | None:
 def row(cell: dict[str, Any]) -> str:
     """The installed versions of the cell's axes; what was asked for where nothing was installed."""
     resolved = cell.get("resolved") or {}
-    return ", ".join(
-        f"{axis} {prerelease.marked(resolved[axis])}" if axis in resolved else f"{axis} {value} (requested)"
-        for axis, value in cell["requested"].items()
-    )
+    return Label(tuple(Release.of(axis, resolved.get(axis), value) for axis, value in cell["requested"].items()))
 
 
 def requested(cell: dict[str, Any]) -> str:
@@ -227,4 +224,4 @@ def _short(value: Any) -> str:
 
 def failing(changes: list[Change]) -> bool:
     """Whether any change fails a baseline check; one on a pre-release's row only warns."""
-    return any(c.kind in FAILING_CHANGES and not prerelease.early_label(c.row) for c in changes)
+    return any(c.kind in FAILING_CHANGES and not early_label(c.row) for c in changes)

@@ -4,19 +4,17 @@
 - `subjects`: one SubjectRow per cell × subject of the matrix (a cell that ran no subject still has one for each);
 - `observations`: the long form, a pandas frame of one row per cell × subject × observation (for the details, the
   CSV and any grouping).
-Every row carries its `rank` (newest first) and `label` (`transformers 5.24.0`).
+Every row carries its `rank` (newest first) and `label` (`transformers 5.24.0`, a releases.Label: its releases
+with it).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
 import pandas as pd
-from packaging.version import InvalidVersion, Version
 
-from compat_matrix.host import prerelease
-from compat_matrix.host.prerelease import PRE
+from compat_matrix.host.releases import Label, Release
 from compat_matrix.host.spec import Subject
 from compat_matrix.probes import registry
 from compat_matrix.shared.results import OK, CellResult, Discovery, SubjectResult
@@ -29,14 +27,14 @@ OBSERVATION_COLUMNS = [
 @dataclass(frozen=True)
 class CellRow:
     rank: int  # 0 for the newest release
-    label: str  # "transformers 5.24.0"
+    label: Label  # "transformers 5.24.0"
     result: CellResult
 
 
 @dataclass(frozen=True)
 class SubjectRow:
     rank: int
-    label: str
+    label: Label
     target: str  # "module:Class", as the matrix file names it
     result: SubjectResult | None  # None: the cell ran no such subject
     cell: CellResult
@@ -62,37 +60,22 @@ def varying_axes(results: list[CellResult]) -> list[str]:
     return varying or axes[:1]
 
 
-def label(result: CellResult, axes: list[str]) -> str:
+def releases(result: CellResult, axes: list[str]) -> tuple[Release, ...]:
+    """The releases of a cell along the axes that name the rows: what it installed, and what it asked for."""
+    return tuple(Release.of(axis, result.resolved.get(axis), result.requested.get(axis, "?")) for axis in axes)
+
+
+def label(result: CellResult, axes: list[str]) -> Label:
     """`transformers 5.14.1`: the installed version where known (`5.25.0rc1 (pre-release)`), else what was asked
     for."""
-    parts = []
-    for axis in axes:
-        installed = result.resolved.get(axis)
-        shown = f"{axis} {prerelease.marked(installed)}" if installed else None
-        parts.append(shown or f"{axis} {result.requested.get(axis, '?')} (requested)")
-    return ", ".join(parts)
-
-
-_SERIES = re.compile(r"(\d+(?:\.\d+)*)\.x")  # "5.x", "4.57.x": what was asked for where nothing installed
-
-
-def _version_key(text: str | None) -> tuple[int, Version]:
-    """Where a release goes among the others: by version; a series asked for (`5.x`) after every release of it, and
-    `pre` asked for after everything."""
-    if text == PRE:
-        return (2, Version("0"))
-    try:
-        return (1, Version(str(text).split("+")[0]))
-    except InvalidVersion:
-        series = _SERIES.fullmatch(str(text))
-        return (1, Version(f"{series.group(1)}.{10**9}")) if series else (0, Version("0"))
+    return Label(releases(result, axes))
 
 
 def newest_first(results: list[CellResult], axes: list[str]) -> list[CellResult]:
     """Rows ordered by version, newest first, along the naming axes in order; ties keep cell order."""
 
     def key(r: CellResult) -> tuple:
-        return tuple(_version_key(r.resolved.get(a) or r.requested.get(a)) for a in axes)
+        return tuple(release.rank for release in releases(r, axes))
 
     return sorted(results, key=key, reverse=True)
 

@@ -28,10 +28,10 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from compat_matrix.host.collect import SubjectRow
-from compat_matrix.host.prerelease import early_label
+from compat_matrix.host.releases import early_label, public
 from compat_matrix.host.shipped import ShippedChange, shipped_changes
 from compat_matrix.host.spec import Declared
 from compat_matrix.host.verdict import INSPECTS, Judged, Verdict
@@ -594,10 +594,8 @@ def range_check(answer: SubjectConclusions, declared: Declared) -> RangeCheck:
 
 
 def _version(text: str | None) -> str | None:
-    try:
-        return str(Version(str(text).split("+")[0])) if text else None
-    except InvalidVersion:
-        return None
+    version = public(text)
+    return None if version is None else str(version)
 
 
 def _on(row: Concluded, method: str) -> Conclusion:

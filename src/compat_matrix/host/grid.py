@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compat_matrix.host.conclude import COULD_NOT_RUN, OnRelease, Override, SubjectConclusions, advise
-from compat_matrix.host.prerelease import early_label
+from compat_matrix.host.releases import Label, runs
 from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind
 
 ORDER = (AdviceKind.FIX, AdviceKind.PORT, AdviceKind.REVIEW, AdviceKind.KEEP, AdviceKind.DELETE)  # after harmful
@@ -78,14 +78,12 @@ def of(ordered: Sequence[Override], several: bool) -> Grid:
     """The grid of `ordered`'s rows, in that order; its columns merged over those rows alone."""
     labels = list(dict.fromkeys(label for o in ordered for label, _ in o.oldest_first))
     kinds = [{label: c.kind for label, c in o.by_release} for o in ordered]
-    columns: list[list[str]] = []
-    for label in labels:
-        here = [k.get(label, COULD_NOT_RUN) for k in kinds]
-        alone = early_label(label) or (columns and early_label(columns[-1][-1]))  # a pre-release keeps its column
-        if columns and not alone and [k.get(columns[-1][-1], COULD_NOT_RUN) for k in kinds] == here:
-            columns[-1].append(label)
-        else:
-            columns.append([label])
+
+    def reads(label: str) -> tuple:
+        """What a column shows of a release: each row's conclusion; a pre-release keeps a column of its own."""
+        return (*(k.get(label, COULD_NOT_RUN) for k in kinds), label if Label.read(label).early else None)
+
+    columns = runs(labels, reads)
     rows = tuple(
         Row(o, tuple(k.get(c[0], COULD_NOT_RUN) for c in columns)) for o, k in zip(ordered, kinds, strict=True)
     )

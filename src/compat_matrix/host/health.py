@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from compat_matrix.host.conclude import Concluded
-from compat_matrix.host.prerelease import early_label
+from compat_matrix.host.releases import early_label
 from compat_matrix.host.verdict import INSPECTS
 from compat_matrix.host.wording import MARKDOWN, Style, name_of_subject, versions_text
 from compat_matrix.shared import evidence

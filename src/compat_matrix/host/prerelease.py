@@ -1,13 +1,13 @@
-"""Pre-releases as an early warning: the axis value `pre`, how a pre-release reads in a row's label, and which cells
-never fail a run by themselves.
+"""Pre-releases as an early warning: the axis value `pre`, the mark a pre-release has in a row's label, and which
+cells never fail a run by themselves.
 
     newest(versions)            the release `pre` stands for: the newest pre-release, where it is newer than every
                                 release (`5.25.0rc1` beside 5.24.0), else None
     missing(package, versions)  why `pre` stands for nothing today, in one line
     is_pre(version)             whether a version as written is a pre-release
-    marked(version)             `5.25.0rc1 (pre-release)`: how a row's label names a pre-release
     early(requested, resolved)  whether a cell is an early warning: it asked for `pre`, or installed a pre-release
-    early_label(label)          the same, read off a row's label (the grid, baselines and --fail-on have no more)
+
+A row's label marks a pre-release (`5.25.0rc1 (pre-release)`) and says the same of itself (releases.Label.early).
 
 A cell that is an early warning runs like any other and is shown in a column of its own, but what it finds never
 changes the run's exit code: a release candidate that breaks an override is news, not yet a failure.
@@ -17,14 +17,12 @@ Standard library plus `packaging`, so that the matrix files' checks (spec) and t
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 from packaging.version import InvalidVersion, Version
 
 PRE = "pre"  # the axis value: the newest pre-release on the index, where it is newer than every release
 MARK = "pre-release"
-_REQUESTED = re.compile(rf"\b{PRE} \(requested\)")  # a `pre` cell's label where nothing was installed
 
 
 def newest(versions: Sequence[Version]) -> Version | None:
@@ -50,18 +48,7 @@ def is_pre(version: str | None) -> bool:
         return False
 
 
-def marked(version: str) -> str:
-    """`5.25.0rc1 (pre-release)`; a release as it is."""
-    return f"{version} ({MARK})" if is_pre(version) else version
-
-
 def early(requested: Mapping[str, str], resolved: Mapping[str, str]) -> bool:
     """Whether a cell is an early warning: it asked for `pre`, or it installed (or asked for) a pre-release on one
     of its axes."""
     return any(value == PRE or is_pre(resolved.get(axis) or value) for axis, value in requested.items())
-
-
-def early_label(label: str) -> bool:
-    """Whether a row's label (`transformers 5.25.0rc1 (pre-release)`, `transformers pre (requested)`) is an early
-    warning's."""
-    return f"({MARK})" in label or _REQUESTED.search(label) is not None

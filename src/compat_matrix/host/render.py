@@ -33,6 +33,7 @@ from compat_matrix.host.baseline import Change, failing
 from compat_matrix.host.collect import Collected
 from compat_matrix.host.conclude import Concluded, Override, RangeCheck, SubjectConclusions
 from compat_matrix.host.grid import Grid, Row
+from compat_matrix.host.releases import Label, runs
 from compat_matrix.host.report_json import SCHEMA as SCHEMA  # the JSON in a module of its own; read here too
 from compat_matrix.host.report_json import override_json as override_json
 from compat_matrix.host.report_json import report_json as report_json
@@ -163,14 +164,8 @@ def merged(rows: list[list[str]], axis: bool = True) -> list[list[str]]:
     """Neighbouring rows (newest first) whose cells but the label are equal, as one row labelled with their versions
     (`transformers 5.16.1 … 5.22.2`; without `axis`, `5.16.1 … 5.22.2`), so that a sweep's table stays short where
     nothing changes."""
-    runs: list[list[list[str]]] = []
-    for row in rows:
-        if runs and runs[-1][-1][1:] == row[1:]:
-            runs[-1].append(row)
-        else:
-            runs.append([row])
     order = [row[0] for row in rows]
-    return [[versions_text([r[0] for r in run], order, axis), *run[0][1:]] for run in runs]
+    return [[versions_text([r[0] for r in run], order, axis), *run[0][1:]] for run in runs(rows, lambda r: r[1:])]
 
 
 def tests_section(seen: TestsSeen) -> list[str]:
@@ -384,8 +379,8 @@ def _first_row(grid: Grid, target: str) -> int:
 
 def _axis(order: Sequence[str]) -> str:
     """The shared axis of the release labels (`transformers`), else `release`."""
-    axes = {label.split(" ", 1)[0] for label in order}
-    return axes.pop() if len(axes) == 1 and all("," not in label for label in order) else "release"
+    axes = {Label.read(label).package for label in order}
+    return axes.pop() or "release" if len(axes) == 1 else "release"
 
 
 def reproduce(meta: ReportMeta) -> list[str]:

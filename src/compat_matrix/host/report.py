@@ -20,7 +20,7 @@ from compat_matrix.host.baseline import Change, compare, failing, load_report
 from compat_matrix.host.cells import LOGS, Cell, ignore_housekeeping, read_result
 from compat_matrix.host.exits import Outcome
 from compat_matrix.host.plan import Matrix, Plan
-from compat_matrix.host.prerelease import early_label
+from compat_matrix.host.releases import early_label
 from compat_matrix.host.spec import Declared, MatrixSpec, display_path
 from compat_matrix.probes import titles
 from compat_matrix.shared.results import CellResult, write_json_atomic, write_text_atomic

@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from packaging.version import InvalidVersion, Version
-
 from compat_matrix.host import collect, prerelease
 from compat_matrix.host.baseline import match
+from compat_matrix.host.releases import public
 from compat_matrix.host.render import escape, inline
 from compat_matrix.shared.vocabulary import RAN, ConclusionKind, Status
 
@@ -171,7 +170,7 @@ def reference(cell: dict[str, Any], unmatched: Sequence[dict[str, Any]], old: Se
         apart = [axis for axis in mine if mine[axis] != theirs.get(axis)]
         if len(apart) != 1:
             continue
-        here, there = _version(mine[apart[0]]), _version(theirs.get(apart[0]))
+        here, there = public(mine[apart[0]]), public(theirs.get(apart[0]))
         if here is not None and there is not None:
             (below if there < here else above).append((there, i))
     if below:
@@ -184,19 +183,12 @@ def _versions(cell: dict[str, Any]) -> dict[str, str]:
     return {axis: resolved.get(axis) or value for axis, value in cell["requested"].items()}
 
 
-def _version(text: str | None) -> Version | None:
-    try:
-        return Version(str(text).split("+")[0])
-    except InvalidVersion:
-        return None
-
-
 def ships(cell: dict[str, Any]) -> str:
     """`5.25.0 if rc1 ships`, for a cell that installed a pre-release; else ""."""
     for version in (cell.get("resolved") or {}).values():
-        found = _version(version) if prerelease.is_pre(version) else None
+        found = public(version) if prerelease.is_pre(version) else None
         if found is not None:
-            tag = version.split("+")[0][len(found.base_version) :].lstrip(".-_") or str(found)
+            tag = str(found)[len(found.base_version) :].lstrip(".-_") or str(found)
             return f"{found.base_version} if {tag} ships"
     return ""
 

@@ -34,6 +34,7 @@ from compat_matrix.host.conclude import (
     advise,
     error_of,
 )
+from compat_matrix.host.releases import Label, runs
 from compat_matrix.host.shipped import FAILS
 from compat_matrix.host.tests_seen import TestsSeen
 from compat_matrix.host.verdict import Verdict
@@ -194,22 +195,15 @@ def phrase(conclusion: Conclusion, verdict: Verdict, style: Style = MARKDOWN) ->
 def versions_text(labels: Sequence[str], order: Sequence[str], axis: bool = True) -> str:
     """`transformers 4.57.6, 5.14.1 … 5.24.0`: oldest first, a run of three or more neighbouring tested versions
     (in `order`, newest first) as its ends, and the shared axis name said once (not at all without `axis`)."""
-    runs: list[list[str]] = []
-    previous = None
-    for label in reversed(order):
-        if label in labels:
-            if previous in labels and runs:
-                runs[-1].append(label)
-            else:
-                runs.append([label])
-        previous = label
-    shared = {label.split(" ", 1)[0] for label in labels}
-    simple = len(shared) == 1 and all(" " in label and "," not in label for label in labels)
+    tested = [run for run in runs(reversed(order), lambda label: label in labels) if run[0] in labels]
+    read = [Label.read(label) for label in labels]
+    shared = {label.package for label in read}
+    simple = len(shared) == 1 and None not in shared
 
     def name(label: str) -> str:
-        return label.split(" ", 1)[1] if simple else label
+        return Label.read(label).shown if simple else label
 
-    said_ = [f"{name(r[0])} … {name(r[-1])}" if len(r) > 2 else ", ".join(map(name, r)) for r in runs]
+    said_ = [f"{name(r[0])} … {name(r[-1])}" if len(r) > 2 else ", ".join(map(name, r)) for r in tested]
     return (f"{shared.pop()} " if simple and axis else "") + (", " if simple else "; ").join(said_)
 
 
@@ -326,14 +320,8 @@ def stretches(override: Override) -> str:
 
 def _runs(labelled: list[tuple[str, str]]) -> str:
     """`same 4.57.6, 5.14.1 · differs 5.24.0` from (label, word) newest first: runs of one word, oldest first."""
-    runs: list[tuple[str, list[str]]] = []
-    for label, word in reversed(labelled):
-        version = label.split(" ", 1)[-1]
-        if runs and runs[-1][0] == word:
-            runs[-1][1].append(version)
-        else:
-            runs.append((word, [version]))
-    return " · ".join(f"{word} {_stretch(versions)}" for word, versions in runs)
+    stretches_ = runs(reversed(labelled), lambda pair: pair[1])
+    return " · ".join(f"{run[0][1]} {_stretch([Label.read(label).shown for label, _ in run])}" for run in stretches_)
 
 
 def _stretch(versions: Sequence[str]) -> str:
@@ -398,10 +386,10 @@ def shipped_lines(
     line (`as shipped, save and load, generate raise “…” on 4.57.6 … 5.24.0; they ran on 4.45.2, 4.51.3.`), then
     the values that change silently from one tested release to the next. Failures with an error in `explained`
     (what a harmful override raises, said elsewhere) are left out."""
-    titles, labels = _titles(answer), {label.split(" ", 1)[-1]: label for label in order}
+    titles = _titles(answer)
 
-    def releases(versions: tuple[str, ...]) -> str:
-        return versions_text([labels.get(v, v) for v in versions], order)
+    def releases(labels: tuple[str, ...]) -> str:
+        return versions_text(labels, order)
 
     failing: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[str]] = {}
     said_ = []
