@@ -26,7 +26,7 @@ from enum import StrEnum
 from compat_matrix.host.conclude import Concluded
 from compat_matrix.host.releases import early_label
 from compat_matrix.host.verdict import INSPECTS
-from compat_matrix.host.wording import MARKDOWN, Style, name_of_subject, versions_text
+from compat_matrix.host.wording import MARKDOWN, Style, listed, name_of_subject, versions_text
 from compat_matrix.shared import evidence
 from compat_matrix.shared.results import OK, SubjectResult, failure_in, one_line
 from compat_matrix.shared.vocabulary import Status
@@ -195,17 +195,13 @@ TITLE_ERROR = 160  # characters of an error in the title
 NAMED = 3  # classes a statement names before "and N more"
 
 
-def _listed(items: Sequence[str]) -> str:
-    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
-
-
 def who(statement: Statement, style: Style = MARKDOWN) -> str:
     """`mylib`, `RewardTrainer`, `A`, `B` and `C`, `A`, `B` and 4 more classes."""
     if statement.library is not None:
         return style.code(statement.library)
     names = [name_of_subject(t, style) for t in statement.targets]
     if len(names) <= NAMED:
-        return _listed(names)
+        return listed(names)
     return f"{', '.join(names[: NAMED - 1])} and {len(names) - NAMED + 1} more classes"
 
 

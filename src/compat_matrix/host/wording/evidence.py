@@ -1,0 +1,135 @@
+"""The evidence in words: per override, what differs (the call a user makes, with the override and deleted), each
+error once, and a line for what no table row shows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from compat_matrix.host.conclude import COULD_NOT_RUN, ORDER, ORPHANED, REDUNDANT, UNKNOWN, Contrast, Override, error_of
+from compat_matrix.host.wording.style import PLAIN, Style, sides
+from compat_matrix.host.wording.versions import versions_text
+from compat_matrix.shared import evidence
+from compat_matrix.shared.results import Observation
+from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind, ObservationName
+
+EVIDENCE_ROWS = 8  # rows of one override's table; the JSON has the rest
+EVIDENCE_VALUE = 100  # characters of a value in it
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What differs for one override across releases, in words: table rows (releases, call, with it, deleted), the
+    errors they name (each once), lines for the releases with nothing to show in a table, and what was left out."""
+
+    rows: tuple[tuple[str, str, str, str], ...]
+    errors: tuple[str, ...]
+    notes: tuple[str, ...]
+    left_out: int  # contrasts of warnings, or observed on one side only: in the JSON and CSV
+    cut: int  # rows past EVIDENCE_ROWS
+
+
+def _labels(contrasts: Sequence[Contrast]) -> dict[str, str]:
+    """What a table calls each error: its type, numbered where one type has several messages."""
+    errors = list(dict.fromkeys(e for c in contrasts for e in _errors(c.observation) if e))
+    types = [e.split(":", 1)[0] for e in errors]
+    return {
+        e: t if types.count(t) == 1 else f"{t} ({i})" for i, (e, t) in enumerate(zip(errors, types, strict=True), 1)
+    }
+
+
+def _errors(o: Observation) -> tuple[str | None, str | None]:
+    return error_of(o, o.override), error_of(o, o.base)
+
+
+def what_differs(
+    override: Override, order: Sequence[str], style: Style = PLAIN, above: Mapping[str, str] | None = None
+) -> Evidence:
+    """The contrasts behind each conclusion, grouped: a call whose two sides read alike on several releases is one
+    row naming them, and calls whose sides and releases agree share a row. `above`: as for `reason`."""
+    shown: list[tuple[str, tuple[str, str], str, str]] = []  # (label, (title, name), with it, deleted)
+    left_out = 0
+    contrasts = [c for _, conclusion in override.by_release for c in conclusion.contrasts]
+    named = _labels(contrasts)
+    for label, conclusion in override.oldest_first:
+        for c in conclusion.contrasts:
+            o, errors = c.observation, _errors(c.observation)
+            if o.name == ObservationName.WARNINGS or (not any(errors) and (o.override is None or o.base is None)):
+                left_out += 1  # warnings, or what a probe did not get to on one side
+                continue
+            if any(errors):
+                sides_ = tuple(f"raises {named[e]}" if e else "runs" for e in errors)
+            else:
+                sides_ = sides(o.override, o.base, style, EVIDENCE_VALUE)
+            call = (style.text(c.title), "" if o.name == ObservationName.ERROR else style.text(o.name))
+            shown.append((label, call, *sides_))
+    releases: dict[tuple[tuple[str, str], str, str], list[str]] = {}
+    for label, call, mine, theirs in shown:
+        releases.setdefault((call, mine, theirs), []).append(label)
+    rows: dict[tuple[str, str, str], dict[str, list[str]]] = {}
+    for (call, mine, theirs), labels in releases.items():
+        names = rows.setdefault((versions_text(labels, order, axis=False), mine, theirs), {}).setdefault(call[0], [])
+        names += [call[1]] if call[1] else []
+    table = [(where, _calls(calls), mine, theirs) for (where, mine, theirs), calls in rows.items()]
+    used = {e for row in table[:EVIDENCE_ROWS] for e, tag in named.items() if f"raises {tag}" in row[2:]}
+    messages = {tag: e.partition(":")[2].strip() for e, tag in named.items() if e in used}
+    errors = tuple(f"{tag}: {style.text(message)}" for tag, message in messages.items() if message)
+    return Evidence(
+        tuple(table[:EVIDENCE_ROWS]),
+        errors,
+        _notes(override, order, style, above or {}),
+        left_out,
+        max(0, len(table) - EVIDENCE_ROWS),
+    )
+
+
+CALLS = 4  # probes named in one row of an evidence table, and observations per probe
+
+
+def _calls(calls: dict[str, list[str]]) -> str:
+    """`entry points (activation_checkpointing_enable); Trainer step (default, with_kwargs)`, at most CALLS each."""
+
+    def one(title: str, names: list[str]) -> str:
+        shown = ", ".join(names[:CALLS]) + (f" and {len(names) - CALLS} more" if len(names) > CALLS else "")
+        return f"{title} ({shown})" if names else title
+
+    said = [one(title, names) for title, names in list(calls.items())[:CALLS]]
+    return "; ".join(said) + (f"; and {len(calls) - CALLS} more probes" if len(calls) > CALLS else "")
+
+
+def _notes(override: Override, order: Sequence[str], style: Style, above: Mapping[str, str]) -> tuple[str, ...]:
+    """A line per conclusion that no table row shows (redundant, orphaned, inconclusive, could not run), and where
+    the other context carried one."""
+    said: dict[tuple[ConclusionKind, str], list[str]] = {}
+    hidden: list[str] = []
+    for label, c in override.by_release:
+        if c.context == evidence.WITHOUT_REST:
+            hidden.append(label)
+        if c.kind in (REDUNDANT, ORPHANED, UNKNOWN, COULD_NOT_RUN):
+            why = "nothing differs" if c.kind == REDUNDANT else above.get(c.why or "") or style.text(c.why or "")
+            said.setdefault((c.kind, why), []).append(label)
+    lines = [
+        f"{kind} on {versions_text(labels, order, axis=False)}" + (f": {why}" if why else "")
+        for (kind, why), labels in sorted(said.items(), key=lambda item: ORDER.index(item[0][0]))
+    ]
+    if hidden:
+        lines.append(
+            f"on {versions_text(hidden, order, axis=False)}: with the other audited overrides deleted"
+            " (as shipped, the same failure hides it)"
+        )
+    return tuple(lines)
+
+
+def alike(found: Sequence[tuple[Override, Evidence]]) -> list[tuple[tuple[Override, ...], Evidence]]:
+    """Overrides of one class with the same advice whose evidence reads alike, said once (in the first one's place):
+    the classes that could not be built, say, whose every override says only that."""
+    together: dict[tuple[AdviceKind, Evidence], list[Override]] = {}
+    for override, said in found:
+        together.setdefault((override.advice.kind, said), []).append(override)
+    return [(tuple(overrides), said) for (_, said), overrides in together.items()]
+
+
+def left_out(count: int) -> str:
+    """What an evidence table leaves to the JSON and CSV."""
+    which = "observation" if count == 1 else "observations"
+    return f"{count} more {which} (warnings, or made on one side only) in the JSON and CSV"
