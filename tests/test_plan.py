@@ -190,6 +190,7 @@ def fake_cells(monkeypatch, opened: list[Path]):
         return parse(path)
 
     monkeypatch.setattr(spec, "load", counted)
+    monkeypatch.setattr(spec.files, "load", counted)  # where load_all finds it
 
     def nested_nox(command, environ, tick, shown=None):
         assert {k for k in environ if k.startswith("COMPAT_MATRIX")} <= {"COMPAT_MATRIX_PLAN", "COMPAT_MATRIX_CACHE"}
