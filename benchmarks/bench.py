@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from compat_matrix.cell.probes import PREWARM  # noqa: E402
-from compat_matrix.host import cells, envs, resolve, spec  # noqa: E402
+from compat_matrix.host import cell_run, cells, envs, resolve, spec, uv  # noqa: E402
 from compat_matrix.host.cells import result_path  # noqa: E402
 from compat_matrix.shared.results import read_cell_result  # noqa: E402
 
@@ -91,7 +91,7 @@ def floor(pythons: list[Path], module: str) -> float:
 
 def _import(python: Path, module: str, bytecode: bool = True) -> None:
     environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    environ |= envs.bytecode_environment(python.parent.parent) if bytecode else {"PYTHONDONTWRITEBYTECODE": "1"}
+    environ |= cell_run.bytecode_environment(python.parent.parent) if bytecode else {"PYTHONDONTWRITEBYTECODE": "1"}
     subprocess.run([str(python), "-c", import_code(module)], check=True, env=environ)
 
 
@@ -178,7 +178,7 @@ os.wait()
 def watching(python: Path, subject: spec.Subject, show) -> None:
     """What watching which audited names and statements run costs the probes of the variant as shipped, in a warm
     cell: the probes on the code as it ships, against the same probes on its instrumented copies, watched."""
-    environ = envs.runner_environment(python.parent.parent)
+    environ = cell_run.runner_environment(python.parent.parent)
     command = [str(python), "-c", WATCHING, subject.target, ",".join(subject.methods)]
     done = subprocess.run(command, env=environ, capture_output=True, text=True, check=True)
     version, plain, watched = done.stdout.split()[-3:]
@@ -257,7 +257,7 @@ def setup_seconds(tool: str, folder: Path, requirements: list[str]) -> float:
     if tool == "uv":
         subprocess.run(["uv", "venv", "-q", str(target)], check=True)
         command = ["uv", "pip", "install", "-q", "--python", str(target / "bin" / "python"), *requirements]
-        subprocess.run(command, check=True, env={**os.environ, **envs.uv_environment(os.environ)})
+        subprocess.run(command, check=True, env={**os.environ, **uv.uv_environment(os.environ)})
     else:
         subprocess.run([sys.executable, "-m", "virtualenv", "-q", str(target)], check=True)
         subprocess.run([str(target / "bin" / "python"), "-m", "pip", "install", "-q", *requirements], check=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from compat_matrix.host import collect, conclude, envs, render, resolve, starter, wording
+from compat_matrix.host import collect, conclude, envs, fingerprints, render, resolve, starter, uv, wording
 from compat_matrix.host.cells import IGNORED, cells, ignore_housekeeping, install_args
 from compat_matrix.host.report import in_checkout, make_report, reproduce
 from compat_matrix.host.spec import Axis, Declared, MatrixError, MatrixSpec, Subject, Sweep, load
@@ -90,9 +90,9 @@ def test_an_axis_override_is_the_cells_pin_and_a_requirement_passes_as_is(tmp_pa
 
 
 def test_overrides_reach_uv_in_a_file_of_the_environment(tmp_path):
-    args = envs.uv_args(["transformers==5.24.0", "--override=transformers==5.24.0", "mylib"], tmp_path)
-    assert args == ["transformers==5.24.0", "mylib", "--override", str(tmp_path / envs.OVERRIDES)]
-    assert (tmp_path / envs.OVERRIDES).read_text() == "transformers==5.24.0\n"
+    args = uv.uv_args(["transformers==5.24.0", "--override=transformers==5.24.0", "mylib"], tmp_path)
+    assert args == ["transformers==5.24.0", "mylib", "--override", str(tmp_path / uv.OVERRIDES)]
+    assert (tmp_path / uv.OVERRIDES).read_text() == "transformers==5.24.0\n"
 
 
 UV_CONFLICT = """Using Python 3.11.7 environment at: .nox/x
@@ -104,13 +104,13 @@ UV_CONFLICT = """Using Python 3.11.7 environment at: .nox/x
 
 
 def test_a_conflict_names_the_package_both_constraints_and_the_remedy():
-    assert envs.installer_reason(UV_CONFLICT) == (
+    assert uv.installer_reason(UV_CONFLICT) == (
         "pins conflict: gliner>=0.2.29 requires transformers>=4.51.3,<5.17.0, the cell pins transformers==5.24.0 "
         '(to test it anyway, lift the cap: overrides = ["transformers"] in [matrix])'
     )
     between = "Because a==1 depends on numpy<2 and b==2 depends on numpy>=2, we can conclude"
-    assert envs.conflict(between) == "pins conflict: a==1 requires numpy<2, b==2 requires numpy>=2"
-    assert envs.conflict("error: no such file") is None
+    assert uv.conflict(between) == "pins conflict: a==1 requires numpy<2, b==2 requires numpy>=2"
+    assert uv.conflict("error: no such file") is None
 
 
 NMS = "RuntimeError: operator torchvision::nms does not exist"
@@ -415,11 +415,11 @@ def test_a_matrix_file_inside_its_local_requirement_is_no_part_of_the_environmen
     path = tmp_path / "lib" / "matrix" / "m.toml"
     path.write_text(textwrap.dedent(GOOD.replace('requirements = ["mylib==1.0"]', 'requirements = ["../"]')))
     spec = load(path)
-    before = envs.environment_key(spec, cells(spec)[0])
+    before = fingerprints.environment_key(spec, cells(spec)[0])
     path.write_text(path.read_text() + "# a comment\n")
-    assert envs.environment_key(load(path), cells(spec)[0]) == before
+    assert fingerprints.environment_key(load(path), cells(spec)[0]) == before
     (tmp_path / "lib" / "code.py").write_text("x = 1\n")
-    assert envs.environment_key(load(path), cells(spec)[0]) != before
+    assert fingerprints.environment_key(load(path), cells(spec)[0]) != before
 
 
 @pytest.mark.parametrize(
@@ -466,7 +466,7 @@ def test_environment_paths_in_a_reason_are_cut_to_site_packages_on_both_sides(te
     from compat_matrix.shared.results import describe_exception, one_line, short_paths
 
     assert short_paths(text) == said and one_line(text) == said
-    assert envs.installer_reason(text) == said
+    assert uv.installer_reason(text) == said
     assert describe_exception(RuntimeError(text)) == f"RuntimeError: {said}"
 
 
@@ -503,12 +503,12 @@ def test_an_environment_emptied_first_still_gets_its_overrides_file(tmp_path, mo
                 if path.is_file():
                     path.unlink()
         else:
-            seen.append((home / envs.OVERRIDES).read_text())
+            seen.append((home / uv.OVERRIDES).read_text())
         return subprocess.CompletedProcess(command, 0, "", "")
 
     monkeypatch.setattr(envs.subprocess, "run", run)
     monkeypatch.setattr(envs, "installed", lambda python: {})
     spec = load(write(tmp_path, GOOD))
     wanted = ("new", ["mylib==1.0", "--override=transformers==4.57.6"])
-    assert envs._install(spec, cells(spec)[0], home / "bin" / "python", wanted, 1e12, print, tmp_path / "s", 0) is None
+    assert envs.install(spec, cells(spec)[0], home / "bin" / "python", wanted, 1e12, print, tmp_path / "s", 0) is None
     assert seen == ["transformers==4.57.6\n"]

@@ -17,11 +17,10 @@ from compat_matrix.host.envs import (
     asked,
     environment_for,
     install_kind,
-    installer_reason,
     read_stamp,
-    uv_environment,
 )
 from compat_matrix.host.spec import Axis, MatrixSpec, Subject, Sweep, load
+from compat_matrix.host.uv import installer_reason, uv_environment
 from compat_matrix.shared.results import write_json_atomic
 
 
@@ -117,7 +116,7 @@ def test_exclude_rules_drop_matching_combinations(tmp_path):
 
 
 def test_environment_fingerprint_follows_pins_and_local_contents(tmp_path):
-    from compat_matrix.host.envs import environment_key
+    from compat_matrix.host.fingerprints import environment_key
 
     lib = tmp_path / "lib"
     (lib / "src").mkdir(parents=True)
@@ -166,7 +165,7 @@ def git(folder: Path, *args: str) -> None:
 
 @pytest.mark.parametrize("checkout", [True, False])
 def test_local_fingerprint_honours_gitignore_and_skips_reports_and_environments(tmp_path, checkout):
-    from compat_matrix.host.envs import tree_key
+    from compat_matrix.host.fingerprints import tree_key
 
     lib = tmp_path / "lib"
     (lib / "src").mkdir(parents=True)
@@ -221,7 +220,7 @@ def test_ranged_values_are_installed_as_the_release_they_resolve_to_and_exclude_
 
 
 def test_a_new_release_changes_the_environments_fingerprint():
-    from compat_matrix.host.envs import environment_key
+    from compat_matrix.host.fingerprints import environment_key
 
     matrix = spec(Axis("transformers", ("5.x",)))
     (cell,) = cells(matrix)
@@ -278,7 +277,7 @@ def test_stamps_say_what_was_asked_for_and_old_ones_still_read(tmp_path):
 
 
 def test_an_edit_to_your_own_probe_module_or_test_file_makes_a_cached_result_stale(tmp_path):
-    from compat_matrix.host.envs import inputs_key
+    from compat_matrix.host.fingerprints import inputs_key
 
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_x.py").write_text("def test_a(): pass\n")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from compat_matrix.cell.runner import unloadable
-from compat_matrix.host import envs, factories, wording
+from compat_matrix.host import factories, fingerprints, wording
 from compat_matrix.host.spec import MatrixError, load
 
 MATRIX = """
@@ -82,9 +82,9 @@ def test_validate_warns_of_a_factory_neither_beside_the_file_nor_of_a_requiremen
 
 def test_an_edit_to_a_factory_beside_the_file_makes_earlier_results_stale(tmp_path):
     path = matrix(tmp_path, "my_factories:make", {"my_factories.py": "def make(cls): ...\n"})
-    before = envs.inputs_key(load(path))
+    before = fingerprints.inputs_key(load(path))
     (tmp_path / "my_factories.py").write_text("def make(cls):\n    return cls(seed=1)\n")
-    assert envs.inputs_key(load(path)) != before
+    assert fingerprints.inputs_key(load(path)) != before
 
 
 def test_a_factory_that_cannot_be_imported_says_so_and_where_it_goes():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix.host import cli, envs, exits, nox_sessions, plan, report, spec
+from compat_matrix.host import cli, console, exits, nox_sessions, plan, report, spec
 from compat_matrix.host.cells import result_path
 from compat_matrix.shared.results import CellResult, Observation, SubjectResult, write_json_atomic
 from conftest import INDEX, ROOT, answer
@@ -206,7 +206,7 @@ def fake_cells(monkeypatch, opened: list[Path]):
         tick()
         return 0, False
 
-    monkeypatch.setattr(envs, "run_watched", nested_nox)
+    monkeypatch.setattr(console, "run_watched", nested_nox)
 
 
 def test_a_run_parses_its_matrix_file_once_and_every_process_it_starts_reads_the_plan(

@@ -28,7 +28,7 @@ from pathlib import Path
 import nox
 from packaging.version import Version
 
-from compat_matrix.host import bisection, cells, envs, exits, plan, progress, verdict
+from compat_matrix.host import bisection, cell_run, cells, console, envs, exits, plan, progress, uv, verdict
 from compat_matrix.host.exits import BadInput, Outcome
 from compat_matrix.host.plan import Plan
 from compat_matrix.host.prerelease import PRE
@@ -106,7 +106,7 @@ def register(run: Front, with_matrix: bool = True) -> None:
     """One session per cell (what CI shards on), and `matrix` and `bisect`."""
     nox.options.default_venv_backend = "uv"
     nox.options.reuse_venv = "yes"
-    os.environ.update(envs.uv_environment(os.environ))
+    os.environ.update(uv.uv_environment(os.environ))
     for matrix, cell in run.plan.cells() if run.plan else ():
         cell_session(run.plan, matrix, cell)
     if not with_matrix:
@@ -131,14 +131,14 @@ def cell_session(run: Plan, matrix: plan.Matrix, cell: cells.Cell) -> None:
     def session_of_cell(session: nox.Session) -> None:
         pins, unpinned = (run.pins, run.unpinned) if run.pins is not None else planned_now(matrix, cell)
         if cell.id in unpinned and PRE in cell.requested.values():  # no requirement says "the newest pre-release"
-            session.log(progress.line(envs.write_skipped(matrix.spec, cell, matrix.reports, unpinned[cell.id])))
+            session.log(progress.line(cell_run.write_skipped(matrix.spec, cell, matrix.reports, unpinned[cell.id])))
             return
         if cell.id in unpinned:
             session.log(
                 f"package index not readable ({unpinned[cell.id]}): installing {', '.join(cell.pins)} as requested"
             )
         python = Path(session.bin) / "python"
-        result = envs.run_cell(
+        result = cell_run.run_cell(
             matrix.spec, cell, python, matrix.reports, log=session.log, cached=run.cached, pins=pins.get(cell.id)
         )
         if not run.handed_down:  # run on its own: no one else tells that it finished
@@ -148,11 +148,11 @@ def cell_session(run: Plan, matrix: plan.Matrix, cell: cells.Cell) -> None:
             session.error(f"{cell.id} could not run: {why}" + (f": {result.reason}" if result.reason else ""))
 
     def unavailable(session: nox.Session) -> None:
-        envs.write_unavailable(matrix.spec, cell, matrix.reports)
-        session.error(f"{cell.id} could not run: {envs.NO_INTERPRETER}: python {cell.python}")
+        cell_run.write_unavailable(matrix.spec, cell, matrix.reports)
+        session.error(f"{cell.id} could not run: {cell_run.NO_INTERPRETER}: python {cell.python}")
 
     def skipped(session: nox.Session) -> None:
-        session.log(progress.line(envs.write_skipped(matrix.spec, cell, matrix.reports, run.unpinned[cell.id])))
+        session.log(progress.line(cell_run.write_skipped(matrix.spec, cell, matrix.reports, run.unpinned[cell.id])))
 
     if run.pins is not None and cell.id in run.unpinned and PRE in cell.requested.values():
         nox.session(name=cell.id, python=False, default=False, allow_parallel=True)(skipped)  # no environment
@@ -249,7 +249,7 @@ def run_matrix(run: Plan, envdir: Path, nox_options: Sequence[str]) -> Outcome:
     folders = sorted({m.reports for m, _ in selected} | ({m.reports for m in run.matrices} if run.report else set()))
     with ExitStack() as stack:
         for folder in folders:
-            stack.enter_context(envs.run_lock(folder, log=envs.say))
+            stack.enter_context(envs.run_lock(folder, log=console.say))
         if run.report:  # its imports (pandas) overlap the cells
             threading.Thread(target=importlib.import_module, args=("compat_matrix.host.report",), daemon=True).start()
         interrupted = bool(selected) and run_cells(run, selected, envdir, nox_options, run.lanes)
@@ -259,7 +259,7 @@ def run_matrix(run: Plan, envdir: Path, nox_options: Sequence[str]) -> Outcome:
 
         written = report.run(run)
         for line in report.console(written):
-            envs.say(line)
+            console.say(line)
         return replace(report.outcome(written), interrupted=interrupted)
 
 
@@ -272,9 +272,11 @@ def run_cells(
     nested = [sys.executable, "-m", "nox", "-f", str(run.noxfile), "--envdir", str(envdir), *nox_options]
     nested += ["--parallel", str(width), "-s", *(cell.id for _, cell in selected)]
     watched = progress.tracked([(c.id, cells.result_path(m.reports, c)) for m, c in selected])
-    watcher = progress.Watcher(watched, width, envs.say, progress.line)
+    watcher = progress.Watcher(watched, width, console.say, progress.line)
     try:
-        _, interrupted = envs.run_watched(nested, plan.nested_environ(os.environ, path), watcher.tick, progress.shown)
+        _, interrupted = console.run_watched(
+            nested, plan.nested_environ(os.environ, path), watcher.tick, progress.shown
+        )
     finally:
         path.unlink(missing_ok=True)
     return interrupted
@@ -300,7 +302,7 @@ def run_bisect(run: Plan, envdir: Path, nox_options: Sequence[str]) -> Outcome:
 
     def test(versions: list[Version]) -> dict[Version, str]:
         selected = [(matrix, asked.cell(v)) for v in versions]
-        with envs.run_lock(matrix.reports, log=envs.say):
+        with envs.run_lock(matrix.reports, log=console.say):
             if run_cells(run, selected, envdir, nox_options, min(run.lanes, len(selected))):
                 raise KeyboardInterrupt
         found, failed = {}, []
@@ -317,17 +319,17 @@ def run_bisect(run: Plan, envdir: Path, nox_options: Sequence[str]) -> Outcome:
 
     releases = [Version(r) for r in asked.releases]
     try:
-        answer = bisection.bisect(releases, test, run.lanes, log=envs.say, axis=asked.axis)
+        answer = bisection.bisect(releases, test, run.lanes, log=console.say, axis=asked.axis)
     except bisection.CouldNotRun as exc:
         return Outcome(could_not_run=tuple(exc.failed), checked=False)
     if answer.contradicted:
-        envs.say("note: the outcomes change more than once in the range; the answer is one release where they do")
+        console.say("note: the outcomes change more than once in the range; the answer is one release where they do")
     if (asked.observation or asked.method) and set(answer.tested.values()) == {bisection.ABSENT}:
-        envs.say(f"note: no tested release observed {asked.observation or asked.method}")
+        console.say(f"note: no tested release observed {asked.observation or asked.method}")
     path = matrix.reports / f"{matrix.spec.name}.bisect.json"
     what = (asked.target, asked.axis, asked.range, asked.observation, matrix.spec.exclude_newer, asked.method)
     write_json_atomic(path, bisection.answer_json(answer, matrix.spec.name, *what))
-    envs.say(f"tested {exits.plural(len(answer.tested), 'release')} in {exits.plural(len(answer.rounds), 'round')}")
-    envs.say(f"wrote {path}")
-    envs.say(bisection.answer_line(answer, asked.axis, asked.range))
+    console.say(f"tested {exits.plural(len(answer.tested), 'release')} in {exits.plural(len(answer.rounds), 'round')}")
+    console.say(f"wrote {path}")
+    console.say(bisection.answer_line(answer, asked.axis, asked.range))
     return Outcome(cells=len(answer.tested), checked=False)

@@ -53,7 +53,6 @@ from packaging.version import Version
 
 from compat_matrix.host import prerelease
 from compat_matrix.host.cells import Cell, cells
-from compat_matrix.host.envs import installer_reason, uv_binary, uv_environment
 from compat_matrix.host.exits import plural
 from compat_matrix.host.prerelease import PRE
 from compat_matrix.host.spec import (
@@ -68,6 +67,7 @@ from compat_matrix.host.spec import (
     is_local,
     show,
 )
+from compat_matrix.host.uv import installer_reason, uv_binary, uv_environment
 from compat_matrix.shared.results import write_json_atomic
 
 PYPI = "https://pypi.org/simple/"

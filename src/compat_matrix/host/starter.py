@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from compat_matrix import __version__
-from compat_matrix.host import envs, factories, resolve
+from compat_matrix.host import cell_run, envs, factories, resolve, uv
 from compat_matrix.host.cells import ENVIRONMENTS_IGNORED, Cell, cells, ignore_housekeeping, reports_folder
 from compat_matrix.host.exits import BadInput
 from compat_matrix.host.spec import DECLARED, Axis, MatrixError, MatrixSpec, Sweep, display_path, load
@@ -619,12 +619,12 @@ def _discovered(start: Start, python: Path, home: Path) -> Found:
     command = [str(python), "-m", "compat_matrix.cell", "--discover", start.metadata.name, str(out)]
     try:
         done = subprocess.run(
-            command, capture_output=True, text=True, env=envs.runner_environment(home), timeout=DISCOVER_TIMEOUT
+            command, capture_output=True, text=True, env=cell_run.runner_environment(home), timeout=DISCOVER_TIMEOUT
         )
     except subprocess.TimeoutExpired:
         raise BadInput([f"{start.metadata.name}: looking into it took more than {DISCOVER_TIMEOUT:g} s"]) from None
     if done.returncode != 0 or not out.exists():
-        tail = envs.installer_reason(done.stderr.strip().splitlines()[-1]) if done.stderr.strip() else ""
+        tail = uv.installer_reason(done.stderr.strip().splitlines()[-1]) if done.stderr.strip() else ""
         raise BadInput([f"{start.metadata.name}: could not be looked into ({tail or done.returncode})"])
     return found_from(json.loads(out.read_text(encoding="utf-8")))
 

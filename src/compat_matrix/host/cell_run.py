@@ -1,0 +1,178 @@
+"""One cell's run, called from the cell's nox session (uv backend), which has created the virtual environment: its
+pins installed, the probe runner run in it, and always a result file left. Whatever goes wrong becomes a labelled
+CellResult, so one bad cell never stops the matrix."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from compat_matrix.host.cells import Cell, install_args, result_path, runner_request
+from compat_matrix.host.envs import BYTECODE, environment_for, failed_result, install
+from compat_matrix.host.fingerprints import PACKAGE, fingerprint, inputs_key, installed_key, suite_key
+from compat_matrix.host.progress import PROBING, STARTED, state_path, write_state
+from compat_matrix.host.spec import MatrixSpec
+from compat_matrix.host.uv import installer_reason
+from compat_matrix.shared.results import (
+    CRASHED,
+    TIMED_OUT,
+    CellResult,
+    ResultFileError,
+    read_cell_result,
+    write_json_atomic,
+)
+from compat_matrix.shared.vocabulary import Status
+
+NO_INTERPRETER = Status.NO_INTERPRETER
+RUNNER_PATH = "compat-matrix-path"  # in the cell's environment: a folder holding only a link to this package
+
+
+def run_cell(
+    spec: MatrixSpec,
+    cell: Cell,
+    python: Path,
+    reports: Path,
+    log=print,
+    cached: bool = False,
+    pins: Mapping[str, str] | None = None,
+) -> CellResult:
+    """Install the cell's pins into the environment of `python` (unless it already has exactly them), run the
+    probes, write and return the result. `pins`: the release each ranged axis value resolves to today, as the run's
+    plan says (resolve.pins). With `cached`, an earlier ok result with the same fingerprint is reused."""
+    out = result_path(reports, cell)
+    # SIGTERM (a CI runner, or nox stopping its parallel sessions) unwinds like Ctrl-C, so the runner's process
+    # group is stopped on the way out and no half-written result is left: results are only ever renamed in whole.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    start = time.monotonic()
+    args, request = install_args(spec, cell, pins), runner_request(spec, cell)
+    environment = installed_key(spec, args, reports)
+    key = fingerprint(environment, suite_key(), inputs_key(spec), json.dumps(request, sort_keys=True))
+    previous = _previous(out) if cached else None
+    if previous is not None and previous.status == Status.OK and previous.cache_key == key:
+        result = replace(previous, reused=True)
+    else:
+        deadline = start + spec.cell_timeout
+        started = time.time()
+        write_state(out, STARTED, started)
+        try:
+            with environment_for(python, environment) as python:
+                result = install(spec, cell, python, (environment, args), deadline, log, out, started)
+                installed = time.monotonic()
+                result = result or _probe(spec, cell, python, request, out, deadline, started)
+            checked = ("environment check and install", round(installed - start, 3))
+            result = replace(result, phases=(checked, *result.phases))
+        finally:
+            state_path(out).unlink(missing_ok=True)
+        result = replace(result, cache_key=key, seconds=round(time.monotonic() - start, 2))
+    write_json_atomic(out, result.to_json())
+    return result
+
+
+def _previous(path: Path) -> CellResult | None:
+    try:
+        return read_cell_result(path)
+    except ResultFileError:
+        return None
+
+
+def _probe(
+    spec: MatrixSpec, cell: Cell, python: Path, asked: dict[str, Any], out: Path, deadline: float, started: float
+) -> CellResult:
+    """The probe runner run in the environment of `python` with the request `asked`, to its end or the deadline."""
+    write_state(out, PROBING, started)
+    request = out.with_suffix(".request.json")
+    write_json_atomic(request, asked)
+    # The runner writes a file of its own: the result file appears once, whole, with its fingerprint and duration,
+    # so whoever watches the run tells each cell once.
+    raw = out.with_suffix(".runner.json")
+    out.unlink(missing_ok=True)
+    raw.unlink(missing_ok=True)
+    env = runner_environment(python.parent.parent)
+    command = [str(python), "-m", "compat_matrix.cell", str(request), str(raw)]
+    begun = time.monotonic()
+    # Its own process group, so that a cell past its limit is stopped with every subject it forked.
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    ) as runner:
+        try:
+            stdout, stderr = runner.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(runner.pid, signal.SIGKILL)
+            runner.communicate()
+            return failed_result(spec, cell, TIMED_OUT, f"probes exceeded the cell limit of {spec.cell_timeout:g}s")
+        except BaseException:
+            os.killpg(runner.pid, signal.SIGKILL)
+            raise
+    done = subprocess.CompletedProcess(command, runner.returncode, stdout, stderr)
+    if done.returncode != 0 or not raw.exists():
+        sys.stderr.write(done.stderr[-4000:])
+        why = f"signal {-done.returncode}" if done.returncode < 0 else f"exit code {done.returncode}"
+        tail = installer_reason(done.stderr.strip().splitlines()[-1]) if done.stderr.strip() else ""
+        return failed_result(spec, cell, CRASHED, f"probe runner ended with {why}" + (f": {tail}" if tail else ""))
+    try:
+        result = CellResult.from_json(json.loads(raw.read_text(encoding="utf-8")))
+    finally:
+        raw.unlink(missing_ok=True)
+    outside = round(time.monotonic() - begun - (result.seconds or 0.0), 3)
+    return replace(result, phases=(("start the interpreter, write the result", outside), *result.phases))
+
+
+def runner_environment(home: Path) -> dict[str, str]:
+    """The variables of the probe runner in the environment `home`: compat_matrix importable from there alone, its
+    own bytecode, no model hub."""
+    return {
+        **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+        **bytecode_environment(home),
+        "PYTHONPATH": str(runner_path(home)),
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        # One order for sets of strings in every run: transformers prints them in error messages (the shared tensors
+        # of a save), and a re-run whose results are unchanged must leave the report byte-identical.
+        "PYTHONHASHSEED": "0",
+        # Tiny models: one thread per cell is fastest, and cells already run one per core.
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    }
+
+
+def bytecode_environment(environment: Path) -> dict[str, str]:
+    """Variables that make the cell's interpreter write and read bytecode in a folder of the environment: writing
+    costs a cold cell a fraction of a second, and a warm one imports torch and transformers twice as fast. The
+    folder is the environment's own, so no `__pycache__` appears in your checkout (your probe modules, your tests)."""
+    return {"PYTHONPYCACHEPREFIX": str(environment / BYTECODE)}
+
+
+def runner_path(environment: Path) -> Path:
+    """A folder in the cell's environment that holds only compat_matrix (a link to this package), for the runner's
+    PYTHONPATH: installed as a tool, compat-matrix sits beside pandas, numpy and nox, which the cell must not see."""
+    folder = environment / RUNNER_PATH
+    link = folder / "compat_matrix"
+    folder.mkdir(exist_ok=True)
+    if not (link.is_symlink() and link.resolve() == PACKAGE):
+        fresh = folder / f".compat_matrix.{os.getpid()}"
+        fresh.unlink(missing_ok=True)
+        fresh.symlink_to(PACKAGE, target_is_directory=True)
+        os.replace(fresh, link)
+    return folder
+
+
+def write_unavailable(spec: MatrixSpec, cell: Cell, reports: Path) -> CellResult:
+    return write_failed(spec, cell, reports, NO_INTERPRETER, f"no Python {cell.python} on this machine")
+
+
+def write_skipped(spec: MatrixSpec, cell: Cell, reports: Path, reason: str) -> CellResult:
+    """The result of a cell with nothing to install (`pre` with no pre-release to stand for), saying why."""
+    return write_failed(spec, cell, reports, Status.SKIPPED, reason)
+
+
+def write_failed(spec: MatrixSpec, cell: Cell, reports: Path, status: str, reason: str) -> CellResult:
+    result = failed_result(spec, cell, status, reason)
+    write_json_atomic(result_path(reports, cell), result.to_json())
+    return result
