@@ -15,7 +15,8 @@ import pytest
 from packaging.version import Version
 
 from compat_matrix.host import collect, conclude, envs, fingerprints, render, resolve, starter, uv, wording
-from compat_matrix.host.cells import IGNORED, cells, ignore_housekeeping, install_args
+from compat_matrix.host.cells import cells, install_args
+from compat_matrix.host.folders import IGNORED, ignore_housekeeping
 from compat_matrix.host.report import in_checkout, make_report, reproduce
 from compat_matrix.host.spec import Axis, Declared, MatrixError, MatrixSpec, Subject, Sweep, load
 from compat_matrix.shared.results import CellResult, Discovery, Observation, SubjectResult

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix.host.cells import cells, install_args, result_path, runner_request
+from compat_matrix.host.cells import cells, install_args, runner_request
 from compat_matrix.host.envs import (
     FRESH,
     IN_PLACE,
@@ -19,6 +19,7 @@ from compat_matrix.host.envs import (
     install_kind,
     read_stamp,
 )
+from compat_matrix.host.folders import result_path
 from compat_matrix.host.spec import Axis, MatrixSpec, Subject, Sweep, load
 from compat_matrix.host.uv import installer_reason, uv_environment
 from compat_matrix.shared.results import write_json_atomic

@@ -13,7 +13,8 @@ import pytest
 
 from compat_matrix import __version__
 from compat_matrix.host import cli, exits, nox_sessions, plan
-from compat_matrix.host.cells import cells, reports_folder, result_path
+from compat_matrix.host.cells import cells
+from compat_matrix.host.folders import reports_folder, result_path
 from compat_matrix.host.spec import load
 from compat_matrix.shared.results import CellResult, write_json_atomic
 from conftest import ROOT

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from compat_matrix.host import cli, exits
-from compat_matrix.host.cells import cells, result_path
+from compat_matrix.host.cells import cells
+from compat_matrix.host.folders import result_path
 from compat_matrix.host.spec import load
 from compat_matrix.shared.results import CellResult, write_json_atomic
 from conftest import ROOT

@@ -14,7 +14,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 from compat_matrix.host import cli, render, wording
-from compat_matrix.host.cells import cells, result_path
+from compat_matrix.host.cells import cells
+from compat_matrix.host.folders import result_path
 from compat_matrix.host.report import make_report
 from compat_matrix.host.spec import Axis, MatrixSpec, Subject, load
 from compat_matrix.shared.results import CellResult, Observation, SubjectResult, TestOutcome, write_json_atomic

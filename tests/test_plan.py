@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from compat_matrix.host import cli, console, exits, nox_sessions, plan, report, spec
-from compat_matrix.host.cells import result_path
+from compat_matrix.host.folders import result_path
 from compat_matrix.shared.results import CellResult, Observation, SubjectResult, write_json_atomic
 from conftest import INDEX, ROOT, answer
 from test_commands import MATRIX as SWEEP

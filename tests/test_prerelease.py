@@ -13,8 +13,9 @@ import pytest
 from packaging.version import Version
 
 from compat_matrix.host import baseline, cli, collect, grid, plan, prerelease, releases, render, verdict
-from compat_matrix.host.cells import Cell, install_args, result_path
+from compat_matrix.host.cells import Cell, install_args
 from compat_matrix.host.conclude import Conclusion, OnRelease, Override, advise
+from compat_matrix.host.folders import result_path
 from compat_matrix.host.report import make_report
 from compat_matrix.host.resolve import check_axes, lookup, resolve
 from compat_matrix.host.spec import Axis, MatrixError, load

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from compat_matrix.host import cli, collect, render, verdict
-from compat_matrix.host.cells import cells, result_path
+from compat_matrix.host.cells import cells
+from compat_matrix.host.folders import result_path
 from compat_matrix.host.report import load_results, make_report
 from compat_matrix.host.spec import Axis, MatrixSpec, Subject, load
 from compat_matrix.shared.results import CellResult, Observation, SubjectResult, read_cell_result, write_json_atomic

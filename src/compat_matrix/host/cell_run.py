@@ -15,9 +15,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from compat_matrix.host.cells import Cell, install_args, result_path, runner_request
+from compat_matrix.host.cells import Cell, install_args, runner_request
 from compat_matrix.host.envs import BYTECODE, environment_for, failed_result, install
 from compat_matrix.host.fingerprints import PACKAGE, fingerprint, inputs_key, installed_key, suite_key
+from compat_matrix.host.folders import result_path
 from compat_matrix.host.progress import PROBING, STARTED, state_path, write_state
 from compat_matrix.host.spec import MatrixSpec
 from compat_matrix.host.uv import installer_reason

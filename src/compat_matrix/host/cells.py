@@ -1,11 +1,9 @@
-"""Expand a MatrixSpec's axes into cells, and say what each cell installs and runs, and where its result is.
+"""Expand a MatrixSpec's axes into cells, and say what each cell installs and what its runner is asked.
 
-Pure functions over value objects; standard library plus `packaging`, imported by the noxfile.
-"""
+Pure functions over value objects; standard library plus `packaging`, imported by the noxfile."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import itertools
 import re
@@ -15,10 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from compat_matrix.host.spec import PYTHON, MatrixSpec, axis_requirement, is_local, local_name
-from compat_matrix.shared.results import CellResult, ResultFileError, read_cell_result
-from compat_matrix.shared.vocabulary import Status
 
-CELLS_DIR = ".cells"  # inside the reports folder: one result file per cell, not committed
 FILENAME_LIMIT = 150  # characters of a result file's name, well below the file systems' 255 bytes
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
 # Names that survive nox's folder names (punctuation runs become one "-") and our file names without losing anything
@@ -116,43 +111,6 @@ def probes_need(spec: MatrixSpec, cell: Cell) -> list[str]:
 
 def local_requirements(spec: MatrixSpec) -> list[Path]:
     return [Path(r) for r in spec.installs if is_local(r)]
-
-
-LOGS = ".logs"  # inside the reports folder: what changes from run to run (durations), not committed
-LOCK = ".lock"  # inside the reports folder: held by the run that writes into it
-IGNORED = f"# compat-matrix's own files: a result per cell, run logs, the run lock\n{CELLS_DIR}/\n{LOGS}/\n{LOCK}\n"
-ENVIRONMENTS_IGNORED = "# compat-matrix's environments, plans and noxfile\n*\n"  # in the environments' folder
-
-
-def ignore_housekeeping(folder: Path, text: str = IGNORED) -> None:
-    """A `.gitignore` in `folder` (a reports folder, or the environments') that keeps compat-matrix's own files out
-    of `git status`, unless the folder has one already."""
-    path = Path(folder) / ".gitignore"
-    if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileExistsError, PermissionError), open(path, "x", encoding="utf-8") as handle:
-            handle.write(text)
-
-
-def result_path(reports: Path, cell: Cell) -> Path:
-    return reports / CELLS_DIR / cell.matrix / cell.filename
-
-
-def read_result(matrix: str, cell: Cell, reports: Path) -> CellResult:
-    """The result of a cell of `matrix` in `reports`; a missing or damaged file becomes a result that says so."""
-    path = result_path(reports, cell)
-    try:
-        return read_cell_result(path)
-    except ResultFileError as exc:
-        status, reason = (Status.NOT_RUN, "no result file") if not path.exists() else (Status.DAMAGED, str(exc))
-        return CellResult(matrix, cell.id, cell.requested, status=status, reason=reason)
-
-
-def reports_folder(matrix_file: Path, home: Path) -> Path:
-    """Where a matrix file's reports go unless told otherwise: `home`/reports for the files in `home`/matrix (this
-    repository's, or those of the folder `compat-matrix run` started in), else reports/ beside the file."""
-    matrix_file, home = Path(matrix_file).resolve(), Path(home).resolve()
-    return home / "reports" if matrix_file.parent == home / "matrix" else matrix_file.parent / "reports"
 
 
 def runner_request(spec: MatrixSpec, cell: Cell) -> dict[str, Any]:

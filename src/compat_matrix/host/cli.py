@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from compat_matrix import __version__
-from compat_matrix.host import bisection, exits, factories, gh, plan, render, resolve
+from compat_matrix.host import bisection, exits, factories, folders, gh, plan, render, resolve
 from compat_matrix.host.baseline import baseline_for, compare, failing, load_report, reports_in
 from compat_matrix.host.exits import BadInput, Outcome
 from compat_matrix.host.spec import display_path, matrix_files
@@ -186,12 +186,11 @@ def cmd_init(args: argparse.Namespace) -> Outcome:
 def found_lines(matrix: plan.Matrix) -> list[str]:
     """What each module or package target of a matrix stood for in its cells' last results (the cells find its
     classes when they run, where the package is installed)."""
-    from compat_matrix.host import cells
 
     targets = [s.target for s in matrix.spec.subjects if s.package]
     if not targets:
         return []
-    results = [cells.read_result(matrix.spec.name, c, matrix.reports) for c in matrix.cells]
+    results = [folders.read_result(matrix.spec.name, c, matrix.reports) for c in matrix.cells]
     lines = []
     for target in targets:
         seen = [(r, d) for r in results for d in r.discovered if d.target == target]

@@ -24,8 +24,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from compat_matrix.host.cells import LOCK, OVERRIDE, Cell, ignore_housekeeping, install_args
+from compat_matrix.host.cells import OVERRIDE, Cell, install_args
 from compat_matrix.host.fingerprints import environment_key, installed_key
+from compat_matrix.host.folders import LOCK, ignore_housekeeping
 from compat_matrix.host.progress import INSTALLING, state_path, write_state
 from compat_matrix.host.spec import MatrixSpec, is_local
 from compat_matrix.host.uv import installer_reason, uv_args, uv_binary, uv_environment

@@ -12,7 +12,8 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from compat_matrix.host import factories
-from compat_matrix.host.cells import CELLS_DIR, Cell, install_args, local_requirements
+from compat_matrix.host.cells import Cell, install_args, local_requirements
+from compat_matrix.host.folders import CELLS_DIR
 from compat_matrix.host.spec import MatrixSpec
 
 _SKIP = {".git", ".nox", "__pycache__", "build", "dist", ".venv", ".pytest_cache", ".ruff_cache", ".hypothesis"}

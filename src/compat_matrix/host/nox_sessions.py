@@ -28,7 +28,7 @@ from pathlib import Path
 import nox
 from packaging.version import Version
 
-from compat_matrix.host import bisection, cell_run, cells, console, envs, exits, plan, progress, uv, verdict
+from compat_matrix.host import bisection, cell_run, cells, console, envs, exits, folders, plan, progress, uv, verdict
 from compat_matrix.host.exits import BadInput, Outcome
 from compat_matrix.host.plan import Plan
 from compat_matrix.host.prerelease import PRE
@@ -81,7 +81,7 @@ def front(home: Path, noxfile: Path, environ: Mapping[str, str]) -> Front:
 def noxfile_in(envdir: Path, packaged: Path) -> Path:
     """A copy of the packaged noxfile in `envdir`, for nox to run: nox works in its noxfile's folder, and uv refuses
     to work inside its own cache, which is where `uvx` keeps compat-matrix."""
-    cells.ignore_housekeeping(Path(envdir), cells.ENVIRONMENTS_IGNORED)
+    folders.ignore_housekeeping(Path(envdir), folders.ENVIRONMENTS_IGNORED)
     copy = Path(envdir) / "compat-matrix-noxfile.py"
     text = Path(packaged).read_text(encoding="utf-8")
     if not copy.exists() or copy.read_text(encoding="utf-8") != text:
@@ -271,7 +271,7 @@ def run_cells(
     path = plan.write(run, envdir)
     nested = [sys.executable, "-m", "nox", "-f", str(run.noxfile), "--envdir", str(envdir), *nox_options]
     nested += ["--parallel", str(width), "-s", *(cell.id for _, cell in selected)]
-    watched = progress.tracked([(c.id, cells.result_path(m.reports, c)) for m, c in selected])
+    watched = progress.tracked([(c.id, folders.result_path(m.reports, c)) for m, c in selected])
     watcher = progress.Watcher(watched, width, console.say, progress.line)
     try:
         _, interrupted = console.run_watched(
@@ -286,7 +286,7 @@ def cells_outcome(selected: Sequence[tuple[plan.Matrix, cells.Cell]]) -> Outcome
     """The outcome of cells run without a report: each that could not run, once."""
     failed = []
     for matrix, cell in selected:
-        why = verdict.fails_run(cells.read_result(matrix.spec.name, cell, matrix.reports))
+        why = verdict.fails_run(folders.read_result(matrix.spec.name, cell, matrix.reports))
         if why:
             failed.append(f"{cell.id} ({why})")
     return Outcome(cells=len(selected), could_not_run=tuple(failed), checked=False)
@@ -307,7 +307,7 @@ def run_bisect(run: Plan, envdir: Path, nox_options: Sequence[str]) -> Outcome:
                 raise KeyboardInterrupt
         found, failed = {}, []
         for version, (_, cell) in zip(versions, selected, strict=True):
-            result = cells.read_result(matrix.spec.name, cell, matrix.reports)
+            result = folders.read_result(matrix.spec.name, cell, matrix.reports)
             why = verdict.could_not_run(result, asked.target)
             if why:
                 failed.append(f"{cell.id} ({why})")

@@ -32,8 +32,9 @@ from packaging.version import Version
 
 from compat_matrix.host import resolve
 from compat_matrix.host.baseline import BaselineError, load_report
-from compat_matrix.host.cells import Cell, cells, reports_folder
+from compat_matrix.host.cells import Cell, cells
 from compat_matrix.host.exits import BadInput
+from compat_matrix.host.folders import reports_folder
 from compat_matrix.host.spec import (
     PYTHON,
     Declared,

@@ -17,8 +17,9 @@ from typing import Any
 
 from compat_matrix.host import collect, conclude, first_screen, grid, health, render, tests_seen, verdict, wording
 from compat_matrix.host.baseline import Change, compare, failing, load_report
-from compat_matrix.host.cells import LOGS, Cell, ignore_housekeeping, read_result
+from compat_matrix.host.cells import Cell
 from compat_matrix.host.exits import Outcome
+from compat_matrix.host.folders import LOGS, ignore_housekeeping, read_result
 from compat_matrix.host.plan import Matrix, Plan
 from compat_matrix.host.releases import early_label
 from compat_matrix.host.spec import Declared, MatrixSpec, display_path

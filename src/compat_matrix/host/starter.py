@@ -27,8 +27,9 @@ from packaging.version import InvalidVersion, Version
 
 from compat_matrix import __version__
 from compat_matrix.host import cell_run, envs, factories, resolve, uv
-from compat_matrix.host.cells import ENVIRONMENTS_IGNORED, Cell, cells, ignore_housekeeping, reports_folder
+from compat_matrix.host.cells import Cell, cells
 from compat_matrix.host.exits import BadInput
+from compat_matrix.host.folders import ENVIRONMENTS_IGNORED, ignore_housekeeping, reports_folder
 from compat_matrix.host.spec import DECLARED, Axis, MatrixError, MatrixSpec, Sweep, display_path, load
 from compat_matrix.shared.blame import Clash
 from compat_matrix.shared.results import THROUGH, Discovery, Unbuilt
