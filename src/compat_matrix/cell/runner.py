@@ -47,7 +47,6 @@ from compat_matrix.cell.probes import (
     PREWARM,
     REACHED,
     TRAINER,
-    WARNINGS,
     Build,
     Probe,
     Values,
@@ -62,7 +61,6 @@ from compat_matrix.shared.blame import Clash, clash_of, owners, said
 from compat_matrix.shared.results import (
     ATTRIBUTE,
     CRASHED,
-    FAILED,
     METHOD,
     OK,
     THROUGH,
@@ -497,8 +495,7 @@ def _to_run(variant: str, probes: list[Probe], runs: dict[str, dict[str, Values]
     the same code as the variant it is compared with up to the first call of that name, so it runs the probes in
     which that name ran there (`base without X`: X as shipped; `only X`: X's base implementation with all
     deleted), and those that differed between the first two (probes that inspect the class without calling it).
-    `only X` runs none where `base without X` already differs from the class as shipped, and of the others only
-    those in which the class as shipped failed: only a failure can hide what X does there."""
+    `only X` runs none where `base without X` already differs from the class as shipped."""
     chosen = variants.Variant(variant)
     if chosen.method is None:
         return probes
@@ -514,15 +511,7 @@ def _to_run(variant: str, probes: list[Probe], runs: dict[str, dict[str, Values]
     # of the variant it is compared with.
     seen = (runs[variants.OVERRIDE], runs[variants.BASE])
     ran = {p.name for p in probes if any(set(chosen.names) & set(r.get(p.name, {}).get(REACHED, ())) for r in seen)}
-    if chosen.reference == variants.BASE:  # `only X` sees what a failure of another override hides as shipped:
-        failed = {name for name, values in runs[variants.OVERRIDE].items() if _failed_somewhere(values)}
-        return [p for p in probes if p.name in (differed | ran) & failed]  # where nothing failed, nothing is hidden
     return [p for p in probes if p.name in differed | ran]
-
-
-def _failed_somewhere(values: Values) -> bool:
-    """Whether a probe's values hold an error: its own, or one recorded in place of a value."""
-    return values.get(ERROR) is not None or FAILED in json.dumps({k: v for k, v in values.items() if k != WARNINGS})
 
 
 def fixable(cls: type, methods: tuple[str, ...], runs: dict[str, dict[str, Values]]) -> list[str]:
