@@ -138,10 +138,27 @@ def breakdown(matrix: Path, reports: Path, wall: float, show) -> None:
             phases.setdefault(name.split(" ")[0] if name.startswith("subject ") else name, []).append(seconds)
     for name, seconds in phases.items():
         show(f"  per cell: {name}", f"{sum(seconds) / len(seconds):6.2f} s (mean of {len(seconds)})")
+    for result in results:
+        for subject in result.subjects:
+            counts = ", ".join(f"{variant} {n}" for variant, n in probes_per_variant(subject).items())
+            show(f"  probes per variant, {result.resolved.get('transformers')}", counts)
     inside = sum(r.seconds or 0.0 for r in results) / LANES
     fixed = nox_matrix(matrix, reports, "--", "--cached")
     show("  outside the cells: nox, plan, report (every result reused: --cached)", f"{fixed:6.2f} s")
     show("  lanes waiting for the longest cell (wall - outside - cells / lanes)", f"{wall - fixed - inside:6.2f} s")
+
+
+def probes_per_variant(subject) -> dict[str, int]:
+    """How many probes each variant of a subject ran: every probe as shipped and with all deleted, the per-name
+    variants only those they can change (their values are in the observations where they ran one)."""
+    ran = {variant: set() for variant in subject.variants}
+    for o in subject.observations:
+        for variant in ("override", "base"):
+            ran.setdefault(variant, set()).add(o.probe)
+        for prefix, values in (("base without ", o.without), ("only ", o.alone), ("fixed ", o.fixed)):
+            for name, _ in values:
+                ran.setdefault(prefix + name, set()).add(o.probe)
+    return {variant: len(probes) for variant, probes in ran.items()}
 
 
 # The probes of the class as shipped, in one forked child of a cell's interpreter as a variant runs them, CPU

@@ -6,6 +6,7 @@ import abc
 import functools
 import pickle
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -335,3 +336,23 @@ def test_the_class_a_name_is_deleted_from_is_the_subjects_or_its_librarys():
     assert variants.owner(AbstractBase, "compute_loss") is AbstractBase
     with pytest.raises(VariantError, match="does not define 'compute_loss' itself"):
         variants.check(type("Other", (Hub,), {"__module__": "other"}), ("compute_loss",))  # another library's
+
+
+def test_a_name_deleted_keeps_its_owner_as_shipped_so_what_runs_is_compared_with_the_base_of_that_owner():
+    """Deleting `forward` from a class whose parent (of the same library) defines it too: the parent's forward is
+    what runs there, and the base it is compared with stays the one after the class it was deleted from."""
+    other = type("Base", (), {"forward": lambda self: "transformers", "__module__": "otherlib.models"})
+    parent = type("Parent", (other,), {"forward": lambda self: "parent", "__module__": "mylib.models"})
+    child = type("Child", (parent,), {"forward": lambda self: "child", "__module__": "mylib.models"})
+
+    def look():
+        variants.apply(child, "base", ("forward",))
+        return {
+            "runs": child().forward(),
+            "owner": variants.owner(child, "forward").__name__,
+            "base": variants.base_of(child, "forward").__name__,
+        }
+
+    progress = Path(tempfile.mkdtemp()) / "progress"
+    progress.write_text("start")
+    assert forked(look, progress, limit=30).answer == {"runs": "parent", "owner": "Child", "base": "Parent"}

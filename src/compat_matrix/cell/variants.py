@@ -54,10 +54,16 @@ def library(cls: type) -> str:
     return cls.__module__.split(".")[0]
 
 
+_SHIPPED: dict[tuple[type, str], type | None] = {}  # in a variant's child: each audited name's owner as shipped
+
+
 def owner(cls: type, name: str) -> type | None:
     """The class an audited name of `cls` is deleted from: the nearest in its MRO that defines it, where that is
     `cls` or a class of the same library; None where only classes of other libraries do (nothing of `cls`'s to
-    delete)."""
+    delete). Once a variant is applied, the owner as shipped: deleting the name does not move it to the next
+    class of the library that defines it, whose own definition is then what runs."""
+    if (cls, name) in _SHIPPED:
+        return _SHIPPED[cls, name]
     klass = defining_class(cls, name)
     return klass if klass is not None and library(klass) == library(cls) else None
 
@@ -79,6 +85,7 @@ def apply(cls: type, variant: str, methods: tuple[str, ...]) -> type:
     """Turn `cls` into `variant`, in place: delete names, or put a broken version (a mutant) of one in its place.
     Only ever called in a child process that owns its copy of the class."""
     check(cls, methods)
+    _SHIPPED.update({(cls, name): owner(cls, name) for name in methods})
     chosen = Variant(variant)
     if chosen.broken:
         method, name = broken_parts(variant)
