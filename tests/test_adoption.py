@@ -433,7 +433,7 @@ def test_a_matrix_file_inside_its_local_requirement_is_no_part_of_the_environmen
     ],
 )
 def test_bisect_takes_a_class_a_package_target_stands_for(wanted, target, found):
-    from compat_matrix.host.plan import _found_in
+    from compat_matrix.host.bisect_request import _found_in
 
     assert _found_in(wanted, target) is found
 

@@ -16,58 +16,33 @@ matrix file or asks the index again, so what the cells install and what the repo
 
 from __future__ import annotations
 
-import ast
 import difflib
-import inspect
 import json
 import os
-import re
-import textwrap
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from packaging.version import Version
 
 from compat_matrix.host import resolve
 from compat_matrix.host.baseline import BaselineError, load_report
+from compat_matrix.host.bisect_request import Bisect, bisection_of
 from compat_matrix.host.cells import Cell, cells
 from compat_matrix.host.exits import BadInput
 from compat_matrix.host.folders import reports_folder
-from compat_matrix.host.spec import (
-    PYTHON,
-    Declared,
-    MatrixError,
-    MatrixSpec,
-    Subject,
-    axis_specifier,
-    load_all,
-    matrix_files,
-    show,
-    timestamp,
-)
+from compat_matrix.host.planned import SCHEMA, Expansion, Matrix, Plan
+from compat_matrix.host.spec import MatrixError, MatrixSpec, load_all, matrix_files, show, timestamp
 from compat_matrix.shared.results import write_json_atomic
-from compat_matrix.shared.vocabulary import ConclusionKind, ObservationName
+from compat_matrix.shared.vocabulary import ConclusionKind
 
-SCHEMA = 1
 PLAN_VARIABLE = "COMPAT_MATRIX_PLAN"  # the one variable a run hands down: the path of its plan file
 FILES_VARIABLE = "COMPAT_MATRIX"  # matrix files, separated by os.pathsep (default: matrix/*.toml)
 REPORTS_VARIABLE = "COMPAT_MATRIX_REPORTS"  # one reports folder for every file
 LANES_VARIABLE = "COMPAT_MATRIX_LANES"  # cells at once
 CELL_MEMORY = 2 * 1024**3  # bytes one cell takes at most, about: torch, transformers, a tiny model
 PLANS = ".compat-matrix"  # in the run's work folder (the environments' folder): one plan file per run
-
-
-@dataclass(frozen=True)
-class Bisect:
-    """What `bisect` is asked, as typed."""
-
-    range: str
-    subject: str | None = None
-    axis: str | None = None
-    observation: str | None = None
-    method: str | None = None  # bisect on this audited override's conclusion
 
 
 @dataclass(frozen=True)
@@ -89,171 +64,6 @@ class Request:
     report: bool = True  # write the reports afterwards
     bisect: Bisect | None = None
     fail_on: tuple[str, ...] = ()  # conclusions that fail the run, as typed: "harmful,could-not-run"
-
-
-class Expansion(NamedTuple):
-    """What one sweep of a matrix file stood for when the run was planned."""
-
-    package: str
-    sweep: str  # as said: "every minor in >=5.14"
-    releases: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Matrix:
-    """One matrix file as the run uses it."""
-
-    spec: MatrixSpec  # sweeps expanded into releases; the run's exclude_newer and mutants applied
-    cells: tuple[Cell, ...]  # what its report covers, in file order
-    reports: Path
-    baseline: Path | None = None  # an earlier report of this matrix, checked
-    sweeps: tuple[Expansion, ...] = ()
-    declared: tuple[Declared, ...] = ()  # the ranges the requirements declare for axes swept over them
-
-
-@dataclass(frozen=True)
-class Bisection:
-    """A bisection, checked: its matrix, subject and axis exist, and its range's releases, oldest first, each with
-    the cell that tests it (the other axes at their first value)."""
-
-    matrix: str
-    target: str
-    axis: str
-    range: str
-    observation: str | None
-    releases: tuple[str, ...]
-    cells: tuple[Cell, ...]
-    method: str | None = None
-
-    def cell(self, release: Version) -> Cell:
-        return self.cells[self.releases.index(str(release))]
-
-
-@dataclass(frozen=True)
-class Plan:
-    home: Path
-    noxfile: Path
-    files: tuple[Path, ...]
-    matrices: tuple[Matrix, ...]
-    lanes: int = 1
-    cached: bool = False
-    selected: tuple[str, ...] | None = None  # the cells to run; None: every cell of the matrices
-    report: bool = True
-    # The release each ranged axis value of a cell installs (`{"transformers": "5.24.0"}` for `5.x`), by cell id,
-    # and why a cell installs its values as requested instead (the index could not be read). None: not planned
-    # (the plan lists cells; a cell run on its own resolves them when it starts).
-    pins: Mapping[str, Mapping[str, str]] | None = None
-    unpinned: Mapping[str, str] = field(default_factory=dict)
-    bisection: Bisection | None = None
-    handed_down: bool = False  # read from its file: the process that wrote it tells each finished cell
-    fail_on: tuple[ConclusionKind, ...] = ()  # an override with one of these conclusions on any release fails the run
-
-    def matrix(self, name: str) -> Matrix:
-        return next(m for m in self.matrices if m.spec.name == name)
-
-    def cells(self) -> list[tuple[Matrix, Cell]]:
-        """Every cell the run may run, each once: the matrices' cells, then those only a bisection tests."""
-        listed = [(m, c) for m in self.matrices for c in m.cells]
-        if self.bisection:
-            known = {c.id for _, c in listed}
-            matrix = self.matrix(self.bisection.matrix)
-            listed += [(matrix, c) for c in self.bisection.cells if c.id not in known]
-        return listed
-
-    def to_run(self) -> list[tuple[Matrix, Cell]]:
-        return [(m, c) for m, c in self.cells() if self.selected is None or c.id in self.selected]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA,
-            "home": str(self.home),
-            "noxfile": str(self.noxfile),
-            "files": list(map(str, self.files)),
-            "matrices": [
-                {
-                    "spec": m.spec.to_json(),
-                    "cells": [_cell_json(c) for c in m.cells],
-                    "reports": str(m.reports),
-                    "baseline": str(m.baseline) if m.baseline else None,
-                    "sweeps": [[package, sweep, list(releases)] for package, sweep, releases in m.sweeps],
-                    "declared": [d.to_json() for d in m.declared],
-                }
-                for m in self.matrices
-            ],
-            "lanes": self.lanes,
-            "cached": self.cached,
-            "selected": None if self.selected is None else list(self.selected),
-            "report": self.report,
-            "pins": None if self.pins is None else {cell: dict(p) for cell, p in self.pins.items()},
-            "unpinned": dict(self.unpinned),
-            "bisection": None if self.bisection is None else _bisection_json(self.bisection),
-            "fail_on": [str(kind) for kind in self.fail_on],
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Plan:
-        matrices = tuple(
-            Matrix(
-                MatrixSpec.from_json(m["spec"]),
-                tuple(map(_cell, m["cells"])),
-                Path(m["reports"]),
-                Path(m["baseline"]) if m["baseline"] else None,
-                tuple(Expansion(package, sweep, tuple(releases)) for package, sweep, releases in m["sweeps"]),
-                tuple(Declared.from_json(d) for d in m.get("declared", ())),
-            )
-            for m in data["matrices"]
-        )
-        bisection = data["bisection"]
-        return cls(
-            Path(data["home"]),
-            Path(data["noxfile"]),
-            tuple(map(Path, data["files"])),
-            matrices,
-            int(data["lanes"]),
-            bool(data["cached"]),
-            None if data["selected"] is None else tuple(data["selected"]),
-            bool(data["report"]),
-            data["pins"],
-            dict(data["unpinned"]),
-            None if bisection is None else _bisection(bisection),
-            fail_on=tuple(ConclusionKind(kind) for kind in data.get("fail_on", ())),
-        )
-
-
-def _cell_json(cell: Cell) -> list[Any]:
-    return [cell.matrix, [list(pair) for pair in cell.axes]]
-
-
-def _cell(data: list[Any]) -> Cell:
-    matrix, axes = data
-    return Cell(str(matrix), tuple((str(a), str(v)) for a, v in axes))
-
-
-def _bisection_json(b: Bisection) -> dict[str, Any]:
-    return {
-        "matrix": b.matrix,
-        "target": b.target,
-        "axis": b.axis,
-        "range": b.range,
-        "observation": b.observation,
-        "releases": list(b.releases),
-        "cells": [_cell_json(c) for c in b.cells],
-        "method": b.method,
-    }
-
-
-def _bisection(data: dict[str, Any]) -> Bisection:
-    cells_ = tuple(map(_cell, data["cells"]))
-    return Bisection(
-        data["matrix"],
-        data["target"],
-        data["axis"],
-        data["range"],
-        data["observation"],
-        tuple(data["releases"]),
-        cells_,
-        data.get("method"),
-    )
 
 
 def request_from(environ: Mapping[str, str], home: Path, noxfile: Path) -> Request:
@@ -296,7 +106,7 @@ def make(request: Request, loaded: Loaded | None = None, environ: Mapping[str, s
     ]
     cores = os.cpu_count() or 1
     width = _checked(lambda: request.lanes or lanes(environ, cores, physical_memory()), problems) if request.runs else 1
-    bisection = _checked(lambda: _bisection_of(request.bisect, matrices, lookups), problems) if request.bisect else None
+    bisection = _checked(lambda: bisection_of(request.bisect, matrices, lookups), problems) if request.bisect else None
     fail_on = fail_on_kinds(request.fail_on, problems)
     if problems:
         raise BadInput(problems)
@@ -332,7 +142,7 @@ def _matrices(specs: Sequence[MatrixSpec], request: Request, lookups: Lookups, p
         except MatrixError as exc:
             problems += exc.problems
             continue
-        expanded = resolve.expand(matrix_spec, releases_of, declared)
+        expanded = resolve.with_releases(matrix_spec, swept)
         sweeps = tuple(Expansion(package, str(sweep), tuple(map(str, found))) for package, sweep, found in swept)
         folder = request.reports or reports_folder(matrix_spec.path, request.home)
         matrices.append(Matrix(expanded, tuple(cells(expanded)), folder, sweeps=sweeps, declared=declared))
@@ -453,143 +263,6 @@ def _with_baselines(matrices: list[Matrix], paths: Sequence[Path], problems: lis
         else:
             found[matrix] = path
     return [replace(m, baseline=found.get(m.spec.name)) for m in matrices]
-
-
-def _bisection_of(asked: Bisect, matrices: Sequence[Matrix], lookups: Lookups) -> Bisection:
-    """The matrix, subject, axis and releases a bisection is about; BadInput, one line, for the first problem."""
-    subjects = [(m, subject.target) for m in matrices for subject in m.spec.subjects]
-    wanted = asked.subject or (subjects[0][1] if len(subjects) == 1 else None)
-    if wanted is None:
-        raise BadInput([f"--subject: which one? ({', '.join(t for _, t in subjects)})"])
-    found = [m for m, target in subjects if target == wanted or _found_in(wanted, target)]
-    if len(found) != 1:
-        why = "not a subject of the matrix" if not found else "a subject of several matrices: name one file"
-        raise BadInput([f"--subject {show(wanted)}: {why} (subjects: {', '.join(t for _, t in subjects)})"])
-    matrix = found[0]
-    packages = [a.package for a in matrix.spec.axes if a.package != PYTHON]
-    axis = asked.axis or ("transformers" if "transformers" in packages else next(iter(packages), ""))
-    if axis not in packages:
-        raise BadInput([f"--axis {show(axis)}: not a package axis of {matrix.spec.path} ({', '.join(packages)})"])
-    if asked.observation is not None and asked.method is not None:
-        raise BadInput(["--method and --observation: bisect on one of them"])
-    if asked.observation is not None:
-        _check_observation(asked.observation, matrix.spec)
-    if asked.method is not None:
-        _check_method(asked.method, next(s for s in matrix.spec.subjects if s.target == wanted))
-    try:
-        allowed = axis_specifier(asked.range)
-    except ValueError as exc:
-        raise BadInput([f"--range {show(asked.range)}: {exc}"]) from None
-    try:
-        versions = lookups(matrix.spec.exclude_newer)(axis)
-    except resolve.ResolveError as exc:
-        raise BadInput([f"--range {show(asked.range)}: cannot list the releases of {axis}: {exc}"]) from None
-    releases = list(allowed.filter(versions))
-    if not releases:
-        newest = f"the newest is {versions[-1]}" if versions else "there is none"
-        raise BadInput([f"--range {show(asked.range)}: no release of {axis} in it ({newest})"])
-    base = {a.package: a.values[0] for a in matrix.spec.axes}
-    tested = tuple(
-        Cell(matrix.spec.name, tuple((a, str(release) if a == axis else v) for a, v in base.items()))
-        for release in releases
-    )
-    listed = tuple(map(str, releases))
-    return Bisection(matrix.spec.name, wanted, axis, asked.range, asked.observation, listed, tested, asked.method)
-
-
-def _check_method(method: str, subject: Subject) -> None:
-    """Refuse a `--method` that is not one of the subject's audited names (where the matrix file lists them; else
-    any name a class could define)."""
-    if subject.methods and method not in subject.methods:
-        close = difflib.get_close_matches(method, list(subject.methods), n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"audited: {', '.join(subject.methods)}"
-        raise BadInput([f"--method {show(method)}: not an audited name of {subject.target}; {hint}"])
-    if not method.isidentifier():
-        raise BadInput([f"--method {show(method)}: not a name a class could define"])
-
-
-def _found_in(wanted: str, target: str) -> bool:
-    """Whether a class (`module:Class`) lies in a module or package target, where the cells find it."""
-    module = wanted.partition(":")[0]
-    return ":" not in target and ":" in wanted and (module == target or module.startswith(f"{target}."))
-
-
-_OBSERVATION = re.compile(r"\w+\.\S+")
-
-
-def _check_observation(observation: str, matrix_spec: MatrixSpec) -> None:
-    """Refuse an `--observation` that no probe of the run can make: a probe that does not exist, or a name that
-    the probe never returns (where its source says which names it returns)."""
-    if not _OBSERVATION.fullmatch(observation):
-        raise BadInput([f"--observation {show(observation)}: as probe.name, e.g. trainer_step.default"])
-    probe, name = observation.split(".", 1)
-    known = probe_names(matrix_spec)
-    if known is None or probe not in known:
-        if known is not None:
-            close = difflib.get_close_matches(probe, list(known), n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"probes: {', '.join(known)}"
-            raise BadInput([f"--observation {show(observation)}: no probe {probe!r} in this run; {hint}"])
-        return
-    names = known[probe]
-    if names is not None and name not in names:
-        raise BadInput([f"--observation {show(observation)}: {probe} observes {', '.join(sorted(names))}"])
-
-
-def probe_names(matrix_spec: MatrixSpec) -> dict[str, frozenset[str] | None] | None:
-    """The probes a matrix's cells run, each with the observation names it can make (None: names it makes up as
-    it runs); None when a probe module named by its module name hides which probes it registers."""
-    from compat_matrix.probes import registry
-
-    found: dict[str, frozenset[str] | None] = {name: _returned(p.func) for name, p in registry().items()}
-    for ref in matrix_spec.probes:
-        if not ref.endswith(".py"):
-            return None
-        try:
-            tree = ast.parse(Path(ref).read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, ValueError):
-            return None  # the cell will say what is wrong with it
-        found[Path(ref).name] = None  # a module that fails to import is an observation named after it
-        found |= {node.name: _names(node) for node in ast.walk(tree) if _registers(node)}
-    return found
-
-
-def _registers(node: ast.AST) -> bool:
-    """Whether `node` is a function decorated with `@probe(...)` (or `@<module>.probe(...)`)."""
-    if not isinstance(node, ast.FunctionDef):
-        return False
-    calls = [d.func for d in node.decorator_list if isinstance(d, ast.Call)]
-    return any(getattr(f, "id", None) == "probe" or getattr(f, "attr", None) == "probe" for f in calls)
-
-
-def _returned(func: Callable[..., Any]) -> frozenset[str] | None:
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
-    except (OSError, TypeError, SyntaxError):
-        return None
-    node = tree.body[0]
-    return _names(node) if isinstance(node, ast.FunctionDef) else None
-
-
-def _names(function: ast.FunctionDef) -> frozenset[str] | None:
-    """The names a probe function returns: the keys of the dict displays in its own `return`s, with the names every
-    probe call may add (but `lines`, made on the class as shipped alone: nothing to compare); None when it returns
-    anything else (a helper's answer, a dict made as it runs)."""
-    names: set[str] = set(ObservationName) - {ObservationName.LINES}
-    for node in _own_returns(function):
-        keys = node.value.keys if isinstance(node.value, ast.Dict) else [None]
-        if not all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in keys):
-            return None
-        names |= {k.value for k in keys}
-    return frozenset(names)
-
-
-def _own_returns(node: ast.AST) -> Iterator[ast.Return]:
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue  # a nested function's returns are its own
-        if isinstance(child, ast.Return):
-            yield child
-        yield from _own_returns(child)
 
 
 def write(plan: Plan, folder: Path) -> Path:

@@ -369,9 +369,14 @@ def expand(
 ) -> MatrixSpec:
     """`spec` with every sweep replaced by the releases it stands for (exact versions, so each release's cell has
     a stable id of its own); a release that another value of the axis already names is listed once."""
+    return with_releases(spec, expansions(spec, releases_of, declared))
+
+
+def with_releases(spec: MatrixSpec, expanded: Sequence[tuple[str, Sweep, Sequence[Version]]]) -> MatrixSpec:
+    """`spec` with every sweep replaced by the releases `expanded` (its `expansions`) lists for it."""
     if not spec.sweeps:
         return spec
-    swept = {(package, entry): releases for package, entry, releases in expansions(spec, releases_of, declared)}
+    swept = {(package, entry): releases for package, entry, releases in expanded}
     axes = []
     for axis in spec.axes:
         values: list[str] = []
