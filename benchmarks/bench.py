@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from compat_matrix.cell.probes import PREWARM  # noqa: E402
-from compat_matrix.host import cell_run, cells, envs, resolve, spec, uv  # noqa: E402
+from compat_matrix.host import cell_run, cells, envs, package_index, resolve, spec, uv  # noqa: E402
 from compat_matrix.host.cells import result_path  # noqa: E402
 from compat_matrix.shared.results import read_cell_result  # noqa: E402
 
@@ -55,7 +55,7 @@ def nox_matrix(matrix: Path, reports: Path, *options: str) -> float:
 
 def planned(matrix: spec.MatrixSpec) -> tuple[spec.MatrixSpec, list[cells.Cell], dict[str, dict[str, str]]]:
     """The matrix with its sweeps expanded, its cells, and the release each ranged value resolves to today."""
-    releases_of = resolve.lookup(os.environ, matrix.exclude_newer)
+    releases_of = package_index.lookup(os.environ, matrix.exclude_newer)
     matrix = resolve.expand(matrix, releases_of)
     listed = cells.cells(matrix)
     return matrix, listed, {cell.id: resolve.pins(cell, releases_of) for cell in listed}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from compat_matrix.host import package_index
 from compat_matrix.host.spec import load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,11 +36,9 @@ def answered(monkeypatch, index_cache):
 
 def answer(text: str) -> None:
     """What the index answers for transformers from now on (for a few minutes), as if it had just been asked."""
-    from compat_matrix.host import resolve
-
-    for kept in (resolve.cache_folder(os.environ) / "index").glob("*.json"):
+    for kept in (package_index.cache_folder(os.environ) / "index").glob("*.json"):
         kept.unlink()
-    resolve.cached_uploads("transformers", os.environ, lambda url: text)
+    package_index.cached_uploads("transformers", os.environ, lambda url: text)
 
 
 def catches() -> dict[str, list[tuple[str, str]]]:

@@ -14,7 +14,18 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from compat_matrix.host import collect, conclude, envs, fingerprints, render, resolve, starter, uv, wording
+from compat_matrix.host import (
+    collect,
+    conclude,
+    distributions,
+    envs,
+    fingerprints,
+    render,
+    resolve,
+    starter,
+    uv,
+    wording,
+)
 from compat_matrix.host.cells import cells, install_args
 from compat_matrix.host.folders import IGNORED, ignore_housekeeping
 from compat_matrix.host.report import in_checkout, make_report, reproduce
@@ -140,18 +151,20 @@ def test_builds_against_torch_are_refused_only_where_they_fail_to_import(version
 
 def test_the_declared_range_is_read_from_requires_dist_extras_aside():
     lines = ["torch", "transformers<5.17.0,>=4.51.3", 'transformers<5; extra == "old"', "numpy"]
-    assert resolve.declared_by(lines, "transformers") == "<5.17.0,>=4.51.3"
-    assert resolve.declared_by(["transformers"], "transformers") == ""
-    assert resolve.declared_by(lines, "accelerate") is None
-    metadata = resolve.parse_metadata("Metadata-Version: 2.1\nName: gliner\nVersion: 0.2.29\nRequires-Dist: torch\n")
-    assert metadata == resolve.Metadata("gliner", "0.2.29", ("torch",))
+    assert distributions.declared_by(lines, "transformers") == "<5.17.0,>=4.51.3"
+    assert distributions.declared_by(["transformers"], "transformers") == ""
+    assert distributions.declared_by(lines, "accelerate") is None
+    metadata = distributions.parse_metadata(
+        "Metadata-Version: 2.1\nName: gliner\nVersion: 0.2.29\nRequires-Dist: torch\n"
+    )
+    assert metadata == distributions.Metadata("gliner", "0.2.29", ("torch",))
 
 
 def test_a_checkouts_pyproject_says_what_it_declares_unless_dynamic(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "mylib"\ndependencies = ["transformers>=4.57.3"]\n')
-    assert resolve.requires(str(tmp_path)) == resolve.Metadata("mylib", None, ("transformers>=4.57.3",))
+    assert distributions.requires(str(tmp_path)) == distributions.Metadata("mylib", None, ("transformers>=4.57.3",))
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "mylib"\ndynamic = ["dependencies"]\n')
-    assert resolve.local_metadata(tmp_path) is None
+    assert distributions.local_metadata(tmp_path) is None
 
 
 VERSIONS = [Version(v) for v in ("4.56.2", "4.57.1", "4.57.3", "4.57.6", "5.0.0", "5.1.0", "5.1.2", "5.24.0")]
@@ -160,7 +173,9 @@ VERSIONS = [Version(v) for v in ("4.56.2", "4.57.1", "4.57.3", "4.57.6", "5.0.0"
 def test_a_minor_sweep_of_the_declared_range_adds_its_lowest_allowed_release(tmp_path):
     text = GOOD.replace('["4.57.x", "5.x"]', '[{ each = "minor", range = "declared" }]')
     spec = load(write(tmp_path, text))
-    declared = resolve.declared_ranges(spec, lambda r: resolve.Metadata("mylib", "1.0", ("transformers>=4.57.3,<5.1",)))
+    declared = distributions.declared_ranges(
+        spec, lambda r: distributions.Metadata("mylib", "1.0", ("transformers>=4.57.3,<5.1",))
+    )
     assert declared == [Declared("transformers", "mylib", "1.0", "<5.1,>=4.57.3")]
     expanded = resolve.expand(spec, lambda package: VERSIONS, declared)
     assert expanded.axes[0].values == ("4.57.3", "4.57.6", "5.0.0")
@@ -356,7 +371,7 @@ def test_discovery_finds_each_class_that_overrides_and_says_what_it_left_out(tmp
 
 def test_init_writes_the_declared_sweep_torch_pinned_a_subject_per_class_and_what_it_did_not_audit(tmp_path):
     output = tmp_path / "matrix" / "mylib.toml"
-    metadata = resolve.Metadata("mylib", "1.0", ("transformers>=4.57.3", "torch>=2"))
+    metadata = distributions.Metadata("mylib", "1.0", ("transformers>=4.57.3", "torch>=2"))
     axes = (Axis("transformers", (Sweep("minor", "declared"),)), Axis("torch", ("2.13.0",)))
     spec = MatrixSpec(output, "mylib", ("mylib==1.0",), axes, ())
     start = starter.Start(
@@ -395,7 +410,7 @@ def test_init_lifts_a_cap_that_the_tested_releases_lie_outside():
 
 def test_a_torch_wheel_on_this_machine_is_what_init_pins(tmp_path):
     (tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
-    metadata = resolve.Metadata("mylib", "1.0", ("torch>=2",))
+    metadata = distributions.Metadata("mylib", "1.0", ("torch>=2",))
     pinned, why = starter.torch_pin(metadata, {"UV_FIND_LINKS": str(tmp_path)}, lambda package: [Version("2.14.1")])
     assert pinned == "2.13.0" and "local wheel" in why
 

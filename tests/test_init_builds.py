@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from compat_matrix.host import factories, resolve, starter
+from compat_matrix.host import distributions, factories, starter
 from compat_matrix.host.exits import BadInput
 from compat_matrix.host.spec import Axis, MatrixSpec, Sweep, load
 from compat_matrix.shared.results import THROUGH, Discovery, Unbuilt
 
-ST = resolve.Metadata(
+ST = distributions.Metadata(
     "sentence-transformers",
     "6.2.0",
     ("transformers<6.0.0,>=5.0.0", 'datasets>=2.19.0; extra == "train"', 'accelerate>=0.20.3; extra == "train"'),

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from compat_matrix.host import resolve, starter
+from compat_matrix.host import distributions, starter
 from compat_matrix.host.cells import cells
 from compat_matrix.host.spec import Axis, MatrixSpec, load
 from compat_matrix.shared.blame import Clash, clash, innermost
 from compat_matrix.shared.results import Discovery
 
-OLMO = resolve.Metadata("ai2-olmo", "0.6.0", ("numpy<2", "transformers", 'datasets; extra == "train"'))
+OLMO = distributions.Metadata("ai2-olmo", "0.6.0", ("numpy<2", "transformers", 'datasets; extra == "train"'))
 OWNERS = {"datasets": ["datasets"], "pyarrow": ["pyarrow"], "numpy": ["numpy"], "hf_olmo": ["ai2-olmo"]}
 VERSIONS = {"datasets": "2.14.4", "pyarrow": "26.0.1", "numpy": "1.26.4", "ai2-olmo": "0.6.0"}
 
@@ -96,13 +96,13 @@ def test_an_undeclared_module_the_package_itself_needs_is_added_an_optional_subm
     )
     assert starter.undeclared(seen, OLMO, ("ai2-olmo==0.6.0", "datasets")) == []  # asked for already: not again
     sklearn = found(("lib", "ModuleNotFoundError: No module named 'sklearn'"))
-    assert [d for d, _ in starter.undeclared(sklearn, resolve.Metadata("lib", "1", ()), ())] == ["scikit-learn"]
+    assert [d for d, _ in starter.undeclared(sklearn, distributions.Metadata("lib", "1", ()), ())] == ["scikit-learn"]
     # Python names the first part that is missing: a missing submodule's package is installed, nothing to add
     submodule = found(("lib", "ModuleNotFoundError: No module named 'transformers.models.mistral.modeling_foo'"))
-    assert starter.undeclared(submodule, resolve.Metadata("lib", "1", ()), ()) == []
+    assert starter.undeclared(submodule, distributions.Metadata("lib", "1", ()), ()) == []
     protobuf = found(("lib", "ModuleNotFoundError: No module named 'google.protobuf'"))  # a namespace package's
-    assert [d for d, _ in starter.undeclared(protobuf, resolve.Metadata("lib", "1", ()), ())] == ["protobuf"]
-    declared = resolve.Metadata("lib", "1", ("scikit-learn",))  # declared and still missing: not ours to add
+    assert [d for d, _ in starter.undeclared(protobuf, distributions.Metadata("lib", "1", ()), ())] == ["protobuf"]
+    declared = distributions.Metadata("lib", "1", ("scikit-learn",))  # declared and still missing: not ours to add
     assert starter.undeclared(sklearn, declared, ()) == []
 
 
@@ -117,7 +117,7 @@ def test_with_extra_adds_to_the_matrix_and_says_why(tmp_path):
 def test_a_clash_line_names_both_distributions_and_the_pin_to_write():
     datasets = Clash(("datasets", "2.14.4"), (("pyarrow", "26.0.1"),))
     why = "AttributeError: module 'pyarrow' has no attribute 'PyExtensionType'"
-    assert starter.clash_line("tsfm_public", why, datasets, resolve.Metadata("granite-tsfm", "0.3.11", ())) == (
+    assert starter.clash_line("tsfm_public", why, datasets, distributions.Metadata("granite-tsfm", "0.3.11", ())) == (
         "could not import tsfm_public: datasets 2.14.4 fails beside pyarrow 26.0.1 (AttributeError: module 'pyarrow' "
         "has no attribute 'PyExtensionType'): pin one in extra_requirements: \"datasets>2.14.4\" (a newer datasets) "
         'or "pyarrow<26.0.1" (an older pyarrow)'
@@ -217,7 +217,7 @@ def test_a_clash_with_a_distribution_the_package_caps_is_fixed_by_a_release_from
         "pyarrow 26.0.1 fails beside numpy 1.26.4, and ai2-olmo 0.6.0 requires numpy<2: a pyarrow from before "
         "numpy 2.0.0 (2024-06-16)"
     )
-    uncapped = resolve.Metadata("lib", "1", ("numpy",))
+    uncapped = distributions.Metadata("lib", "1", ("numpy",))
     assert starter.clash_fix(numpy, uncapped, uploads.__getitem__) is None  # nothing holds numpy back: not ours
 
 
@@ -255,7 +255,7 @@ def test_the_declared_range_is_added_only_where_the_releases_asked_leave_out_a_r
     spec = MatrixSpec(tmp_path / "m.toml", "llm2vec", ("llm2vec==0.2.3",), (Axis("transformers", ("5.x",)),), ())
 
     def start(asked: tuple[str, ...], declared: str | None) -> starter.Start:
-        metadata = resolve.Metadata("llm2vec", "0.2.3", ())
+        metadata = distributions.Metadata("llm2vec", "0.2.3", ())
         return starter.Start(
             starter.Asked("llm2vec", transformers=asked), spec.path, "", metadata, spec, (), (), declared
         )
@@ -292,7 +292,7 @@ def test_what_init_added_that_cannot_be_installed_is_left_out_again(tmp_path, mo
     missing = found(("hf_olmo", "ModuleNotFoundError: No module named 'datasets'"))
     monkeypatch.setattr(starter.envs, "prepared", prepared)
     monkeypatch.setattr(starter, "_discovered", lambda start, python, home: missing)
-    monkeypatch.setattr(starter.resolve, "lookup", lambda environ: lambda package: (Version("4.0.0"),))
+    monkeypatch.setattr(starter.package_index, "lookup", lambda environ: lambda package: (Version("4.0.0"),))
     said: list[str] = []
     after, seen, why = starter._look_into(start, cell, pins, tmp_path, tmp_path, said.append, {})
     assert installs == [(), ("datasets",)] and why is None

@@ -16,8 +16,9 @@ from compat_matrix.host import baseline, cli, collect, grid, plan, prerelease, r
 from compat_matrix.host.cells import Cell, install_args
 from compat_matrix.host.conclude import Conclusion, OnRelease, Override, advise
 from compat_matrix.host.folders import result_path
+from compat_matrix.host.package_index import lookup
 from compat_matrix.host.report import make_report
-from compat_matrix.host.resolve import check_axes, lookup, resolve
+from compat_matrix.host.resolve import check_axes, resolve
 from compat_matrix.host.spec import Axis, MatrixError, load
 from compat_matrix.shared.results import CellResult
 from compat_matrix.shared.vocabulary import ConclusionKind, Status

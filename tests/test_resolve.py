@@ -12,25 +12,20 @@ from packaging.version import Version
 from compat_matrix.host import cli, plan
 from compat_matrix.host.cells import Cell, cells
 from compat_matrix.host.exits import BadInput
-from compat_matrix.host.resolve import (
+from compat_matrix.host.package_index import (
     CACHE_SECONDS,
     PYPI,
     ResolveError,
     cached_uploads,
-    check_axes,
-    exact,
-    expand,
     lookup,
     parse_html,
     parse_json,
-    pins,
     releases,
-    resolve,
     sources,
-    sweep,
     uploads_json,
     version_of,
 )
+from compat_matrix.host.resolve import check_axes, exact, expand, pins, resolve, sweep
 from compat_matrix.host.spec import TIMESTAMP, MatrixError, Sweep, load
 
 INDEX = Path(__file__).parent / "index"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix.host import resolve
+from compat_matrix.host import package_index
 from compat_matrix.host.envs import read_stamp
 from conftest import ROOT, run_matrix
 
@@ -112,7 +112,7 @@ def test_a_warm_5x_environment_is_brought_to_the_newest_release(tmp_path, index_
     envdir = tmp_path / "envs"
     recorded = json.loads((ROOT / "tests" / "index" / "transformers.json").read_text())
     recorded["files"] = [f for f in recorded["files"] if "5.24.0" not in f["filename"]]
-    resolve.cached_uploads("transformers", os.environ, lambda url: json.dumps(recorded))
+    package_index.cached_uploads("transformers", os.environ, lambda url: json.dumps(recorded))
     done, report = run_matrix(path, tmp_path / "reports", envdir)
     assert done.returncode == 0, done.stdout[-3000:]
     (cell,) = report["cells"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from compat_matrix.host import resolve
+from compat_matrix.host import package_index
 from compat_matrix.host.cells import Cell
 from compat_matrix.host.exits import BadInput
 from compat_matrix.host.planned import Bisection, Matrix
@@ -58,7 +58,7 @@ def bisection_of(
         raise BadInput([f"--range {show(asked.range)}: {exc}"]) from None
     try:
         versions = lookups(matrix.spec.exclude_newer)(axis)
-    except resolve.ResolveError as exc:
+    except package_index.ResolveError as exc:
         raise BadInput([f"--range {show(asked.range)}: cannot list the releases of {axis}: {exc}"]) from None
     releases = list(allowed.filter(versions))
     if not releases:

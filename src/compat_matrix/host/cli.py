@@ -186,7 +186,6 @@ def cmd_init(args: argparse.Namespace) -> Outcome:
 def found_lines(matrix: plan.Matrix) -> list[str]:
     """What each module or package target of a matrix stood for in its cells' last results (the cells find its
     classes when they run, where the package is installed)."""
-
     targets = [s.target for s in matrix.spec.subjects if s.package]
     if not targets:
         return []

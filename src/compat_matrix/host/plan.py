@@ -26,7 +26,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from compat_matrix.host import resolve
+from compat_matrix.host import distributions, package_index, resolve
 from compat_matrix.host.baseline import BaselineError, load_report
 from compat_matrix.host.bisect_request import Bisect, bisection_of
 from compat_matrix.host.cells import Cell, cells
@@ -90,7 +90,7 @@ def load(files: Sequence[Path]) -> Loaded:
 
 def make(request: Request, loaded: Loaded | None = None, environ: Mapping[str, str] = os.environ) -> Plan:
     """The plan of the run `request` asks for (from the files as `loaded`, else loading them); BadInput listing
-    every problem. Sweeps are expanded from the index's answer (kept a few minutes: resolve.lookup); with
+    every problem. Sweeps are expanded from the index's answer (kept a few minutes: package_index.lookup); with
     `request.runs`, each cell's ranged values are resolved too, and an index that cannot be read then only means
     that a cell installs what was asked for."""
     loaded = loaded or load(request.files)
@@ -137,7 +137,7 @@ def _matrices(specs: Sequence[MatrixSpec], request: Request, lookups: Lookups, p
         matrix_spec = replace(raw, exclude_newer=newer or raw.exclude_newer, mutants=raw.mutants or request.mutants)
         releases_of = lookups(matrix_spec.exclude_newer)
         try:
-            declared = tuple(resolve.declared_ranges(matrix_spec, lookups.metadata(matrix_spec.exclude_newer)))
+            declared = tuple(distributions.declared_ranges(matrix_spec, lookups.metadata(matrix_spec.exclude_newer)))
             swept = resolve.expansions(matrix_spec, releases_of, declared)
         except MatrixError as exc:
             problems += exc.problems
@@ -176,22 +176,22 @@ def _checked(check: Callable[[], Any], problems: list[str]) -> Any:
 
 
 class Lookups:
-    """One `resolve.lookup` per `exclude_newer` value: each package is asked of the index once per plan."""
+    """One `package_index.lookup` per `exclude_newer` value: each package is asked of the index once per plan."""
 
     def __init__(self, environ: Mapping[str, str]):
         self.environ = environ
         self.made: dict[str | None, Callable[[str], tuple[Version, ...]]] = {}
-        self.read: dict[str | None, Callable[[str], resolve.Metadata]] = {}
+        self.read: dict[str | None, Callable[[str], distributions.Metadata]] = {}
 
     def __call__(self, exclude_newer: str | None) -> Callable[[str], tuple[Version, ...]]:
         if exclude_newer not in self.made:
-            self.made[exclude_newer] = resolve.lookup(self.environ, exclude_newer)
+            self.made[exclude_newer] = package_index.lookup(self.environ, exclude_newer)
         return self.made[exclude_newer]
 
-    def metadata(self, exclude_newer: str | None) -> Callable[[str], resolve.Metadata]:
-        """What a requirement's distribution declares (resolve.requires), each read once per plan."""
+    def metadata(self, exclude_newer: str | None) -> Callable[[str], distributions.Metadata]:
+        """What a requirement's distribution declares (distributions.requires), each read once per plan."""
         if exclude_newer not in self.read:
-            self.read[exclude_newer] = resolve.metadata_reader(self.environ, exclude_newer)
+            self.read[exclude_newer] = distributions.metadata_reader(self.environ, exclude_newer)
         return self.read[exclude_newer]
 
 
@@ -217,7 +217,7 @@ def pinned(
         try:
             pins[cell.id] = resolve.pins(cell, releases_of)
             why = resolve.unresolved(cell, releases_of)
-        except resolve.ResolveError as exc:
+        except package_index.ResolveError as exc:
             why = str(exc)
         if why:
             unpinned[cell.id] = why

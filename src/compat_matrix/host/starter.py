@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from compat_matrix import __version__
-from compat_matrix.host import cell_run, envs, factories, resolve, uv
+from compat_matrix.host import cell_run, distributions, envs, factories, package_index, resolve, uv
 from compat_matrix.host.cells import Cell, cells
 from compat_matrix.host.exits import BadInput
 from compat_matrix.host.folders import ENVIRONMENTS_IGNORED, ignore_housekeeping, reports_folder
@@ -58,7 +58,7 @@ class Start:
     asked: Asked
     output: Path
     requirement: str  # as written in the file: a pinned release, or a path relative to the file's folder
-    metadata: resolve.Metadata
+    metadata: distributions.Metadata
     spec: MatrixSpec  # the file's, subjects aside, sweeps expanded
     axes: tuple[Axis, ...]  # as written (sweeps unexpanded)
     cells: tuple[tuple[Cell, Mapping[str, str]], ...]  # where to look into the package, in order, with their pins
@@ -83,7 +83,7 @@ def plan_start(asked: Asked, environ: Mapping[str, str] = os.environ, read: Call
     for path in (output, *([template_path(output)] if asked.factory_template else [])):
         if path.exists() and not asked.force:
             raise BadInput([f"{display_path(path)}: exists already (--force writes over it)"])
-    releases_of = resolve.lookup(environ)
+    releases_of = package_index.lookup(environ)
     if asked.source is not None:
         source = asked.source.expanduser().resolve()
         if not (source / "pyproject.toml").is_file() and not (source / "setup.py").is_file():
@@ -92,16 +92,16 @@ def plan_start(asked: Asked, environ: Mapping[str, str] = os.environ, read: Call
     else:
         try:
             versions = list(wanted.specifier.filter(releases_of(name)))
-        except resolve.ResolveError as exc:
+        except package_index.ResolveError as exc:
             raise BadInput([f"{asked.package}: cannot list its releases: {exc}"]) from None
         if not versions:
             raise BadInput([f"{asked.package}: no such release on the package index"])
         installed = written = f"{name}=={max(versions)}"
     try:
-        metadata = (read or resolve.metadata_reader(environ))(installed)
-    except resolve.ResolveError as exc:
+        metadata = (read or distributions.metadata_reader(environ))(installed)
+    except package_index.ResolveError as exc:
         raise BadInput([f"{written}: cannot read its metadata: {exc}"]) from None
-    declared = resolve.declared_by(metadata.requires, "transformers")
+    declared = distributions.declared_by(metadata.requires, "transformers")
     torch, torch_why = torch_pin(metadata, environ, releases_of)
     who = f"{metadata.name} {metadata.version or ''}".strip()
     comments = {"torch": torch_why}
@@ -132,14 +132,14 @@ def plan_start(asked: Asked, environ: Mapping[str, str] = os.environ, read: Call
             f"{who} declares no lower bound on transformers: every minor {FLOOR} (widen it to test older ones)"
         )
     axes = (Axis("transformers", values), Axis("torch", (torch,)))
-    requires = {"transformers": declared, "torch": resolve.declared_by(metadata.requires, "torch")}
+    requires = {"transformers": declared, "torch": distributions.declared_by(metadata.requires, "torch")}
     overrides = lifted(axes, requires, releases_of)
     if overrides:
         comments["overrides"] = f"the releases tested lie outside what {who} declares: its cap lifted for each cell"
     name = canonicalize_name(metadata.name)
     draft = MatrixSpec(output, name, (installed,), axes, (), extra_requirements=asked.extra, overrides=overrides)
     try:
-        found = resolve.declared_ranges(draft, lambda requirement: metadata)
+        found = distributions.declared_ranges(draft, lambda requirement: metadata)
         spec = resolve.expand(draft, releases_of, found)
     except MatrixError as exc:
         raise BadInput(exc.problems) from None
@@ -160,7 +160,7 @@ def lowest_allowed(declared: str | None, releases_of: Callable[[str], Sequence[V
     allowed = SpecifierSet(declared if bounded else f"{FLOOR},{declared or ''}".rstrip(","))
     try:
         found = list(allowed.filter(releases_of("transformers")))
-    except resolve.ResolveError as exc:
+    except package_index.ResolveError as exc:
         raise BadInput([f"--transformers {ENDS}: cannot list the releases of transformers: {exc}"]) from None
     if not found:
         raise BadInput([f"--transformers {ENDS}: no transformers release allows transformers{allowed}"])
@@ -183,15 +183,15 @@ def _newest(cell: Cell, releases_of: Callable[[str], Sequence[Version]]) -> Vers
 
 
 def torch_pin(
-    metadata: resolve.Metadata, environ: Mapping[str, str], releases_of: Callable[[str], Sequence[Version]]
+    metadata: distributions.Metadata, environ: Mapping[str, str], releases_of: Callable[[str], Sequence[Version]]
 ) -> tuple[str, str]:
     """The torch release to pin, and why: the newest that a local wheel offers (PIP_FIND_LINKS, UV_FIND_LINKS) and
     the package allows, else the newest on the index it allows."""
-    allowed = SpecifierSet(resolve.declared_by(metadata.requires, "torch") or "")
+    allowed = SpecifierSet(distributions.declared_by(metadata.requires, "torch") or "")
     local: set[Version] = set()
-    for folder in resolve.sources(environ).find_links:
+    for folder in package_index.sources(environ).find_links:
         try:
-            local |= resolve.versions_in((p.name for p in Path(folder).iterdir()), "torch")
+            local |= package_index.versions_in((p.name for p in Path(folder).iterdir()), "torch")
         except OSError:
             continue
     fits = [v for v in local if allowed.contains(Version(v.public))]
@@ -343,7 +343,7 @@ def _look_into(
     distribution added while the package's own modules fail for one: the start (with what was added), what was
     found, and why it could not be installed (None when it was). What it added that then cannot be installed is
     left out again, and what was found before it stands."""
-    releases_of = resolve.lookup(environ)
+    releases_of = package_index.lookup(environ)
     before: tuple[Start, Found] | None = None
     while True:
         shown = _shown(cell, pins)
@@ -365,7 +365,7 @@ def _look_into(
         missing += [
             (d, w) for d, w in build_needs(found, start.metadata, start.spec.installs) if _on_index(d, releases_of)
         ]
-        missing += fixes(found, start, lambda package: resolve.cached_uploads(package, environ))
+        missing += fixes(found, start, lambda package: package_index.cached_uploads(package, environ))
         if not missing or len(start.added) >= MAX_ADDED:
             for line in clash_lines(found, start.metadata):
                 log(f"with {shown}: {line}")
@@ -376,7 +376,7 @@ def _look_into(
         start = with_extra(start, missing[: MAX_ADDED - len(start.added)])
 
 
-def fixes(found: Found, start: Start, uploads_of: Callable[[str], resolve.Uploads]) -> list[tuple[str, str]]:
+def fixes(found: Found, start: Start, uploads_of: Callable[[str], package_index.Uploads]) -> list[tuple[str, str]]:
     """The pins `clash_fix` finds for the package's own modules that clash, each once, and none for a
     distribution already pinned in the extra requirements (a fix that did not fix is not tried again)."""
     pinned = envs.asked(start.spec.extra_requirements)
@@ -386,7 +386,7 @@ def fixes(found: Found, start: Start, uploads_of: Callable[[str], resolve.Upload
             continue
         try:
             fix = clash_fix(clash, start.metadata, uploads_of)
-        except resolve.ResolveError:
+        except package_index.ResolveError:
             fix = None
         if fix is not None:
             out.setdefault(*fix)
@@ -396,7 +396,7 @@ def fixes(found: Found, start: Start, uploads_of: Callable[[str], resolve.Upload
 def _on_index(distribution: str, releases_of: Callable[[str], Sequence[Version]]) -> bool:
     try:
         return bool(releases_of(distribution))
-    except resolve.ResolveError:
+    except package_index.ResolveError:
         return False
 
 
@@ -434,7 +434,7 @@ def distribution_of(module: str) -> str | None:
     return None if "." in module else module.replace("_", "-")
 
 
-def undeclared(found: Found, metadata: resolve.Metadata, installs: Sequence[str]) -> list[tuple[str, str]]:
+def undeclared(found: Found, metadata: distributions.Metadata, installs: Sequence[str]) -> list[tuple[str, str]]:
     """(distribution, why) for each module that a top-level module of the package fails to import for
     (ModuleNotFoundError) and that the package does not require (extras aside) nor the matrix installs: what the
     package itself cannot be imported without. A submodule's missing module is an optional integration's: left out."""
@@ -448,16 +448,16 @@ def undeclared(found: Found, metadata: resolve.Metadata, installs: Sequence[str]
             dist = distribution_of(hit.group(1))
             if dist is None or canonicalize_name(dist) in asked:
                 continue
-            if resolve.declared_by(metadata.requires, dist) is not None:
+            if distributions.declared_by(metadata.requires, dist) is not None:
                 continue
-            extras = resolve.declared_for(metadata.requires, dist)
+            extras = distributions.declared_for(metadata.requires, dist)
             said = f"declares only for its extra {', '.join(extras)}" if extras else "does not declare"
             who = f"{metadata.name} {metadata.version or ''}".strip()
             out.setdefault(dist, f"{module} imports {hit.group(1)} ({reason}), which {who} {said}")
     return list(out.items())
 
 
-def build_needs(found: Found, metadata: resolve.Metadata, installs: Sequence[str]) -> list[tuple[str, str]]:
+def build_needs(found: Found, metadata: distributions.Metadata, installs: Sequence[str]) -> list[tuple[str, str]]:
     """(distribution, why) for each module that a class found could not be built without (cell.needs: a NameError
     for what the library imports from it only when it is installed, an ImportError, a message naming an extra's
     requirement) and that the matrix does not install: what an extra of the package provides."""
@@ -466,9 +466,13 @@ def build_needs(found: Found, metadata: resolve.Metadata, installs: Sequence[str
     out: dict[str, str] = {}
     for item in found.unbuilt:
         dist = distribution_of(item.needs) if item.needs else None
-        if dist is None or canonicalize_name(dist) in asked or resolve.declared_by(metadata.requires, dist) is not None:
+        if (
+            dist is None
+            or canonicalize_name(dist) in asked
+            or distributions.declared_by(metadata.requires, dist) is not None
+        ):
             continue
-        extras = resolve.declared_for(metadata.requires, dist)
+        extras = distributions.declared_for(metadata.requires, dist)
         said = f"declares only for its extra {', '.join(extras)}" if extras else "does not declare"
         name = item.target.rsplit(":", 1)[-1]
         error = item.reason.removeprefix(f"could not build {name}: ").split("; ")[0]
@@ -476,7 +480,7 @@ def build_needs(found: Found, metadata: resolve.Metadata, installs: Sequence[str
     return list(out.items())
 
 
-def clash_lines(found: Found, metadata: resolve.Metadata) -> list[str]:
+def clash_lines(found: Found, metadata: distributions.Metadata) -> list[str]:
     """A line per top-level module that failed inside another distribution's code beside a third: both named with
     their installed versions, and the pin to write."""
     lines = []
@@ -487,7 +491,7 @@ def clash_lines(found: Found, metadata: resolve.Metadata) -> list[str]:
     return lines
 
 
-def clash_line(module: str, reason: str, clash: Clash, metadata: resolve.Metadata) -> str:
+def clash_line(module: str, reason: str, clash: Clash, metadata: distributions.Metadata) -> str:
     """`could not import hf_olmo: pyarrow 26.0.1 fails beside numpy 1.26.4 (…); ai2-olmo 0.6.0 requires numpy<2:
     pin an older pyarrow …`. Where the package's own requirements fix the version of the other distribution, the
     one that raised has to move (an older release); else either may: a newer one of the one that raised, or an
@@ -495,7 +499,7 @@ def clash_line(module: str, reason: str, clash: Clash, metadata: resolve.Metadat
     (name, version), beside = clash.raised_in, clash.beside
     who = f"{metadata.name} {metadata.version or ''}".strip()
     others = ", ".join(f"{n} {v}" for n, v in beside)
-    pinned = [(n, resolve.declared_by(metadata.requires, n)) for n, _ in beside]
+    pinned = [(n, distributions.declared_by(metadata.requires, n)) for n, _ in beside]
     fixed = [f"{n}{spec}" for n, spec in pinned if capped(spec)]
     older = f'"{name}<{version}"'
     said = f"could not import {module}: {name} {version} fails beside {others} ({reason})"
@@ -513,7 +517,7 @@ def capped(specifier: str | None) -> bool:
 
 
 def clash_fix(
-    clash: Clash, metadata: resolve.Metadata, uploads_of: Callable[[str], resolve.Uploads]
+    clash: Clash, metadata: distributions.Metadata, uploads_of: Callable[[str], package_index.Uploads]
 ) -> tuple[str, str] | None:
     """Where the package's own requirements cap a distribution that the one that raised fails beside (ai2-olmo's
     numpy<2, pyarrow 26.0.1 requiring NumPy 2): (the pin, why) that takes a release of the one that raised from
@@ -522,7 +526,7 @@ def clash_fix(
     name = clash.raised_in[0]
     who = f"{metadata.name} {metadata.version or ''}".strip()
     for other, version in clash.beside:
-        cap = resolve.declared_by(metadata.requires, other)
+        cap = distributions.declared_by(metadata.requires, other)
         if not capped(cap):
             continue
         uploads = uploads_of(other)
@@ -751,7 +755,7 @@ def overrides_comment(overrides: Sequence[Sequence[str | None]]) -> list[str]:
     return lines
 
 
-def _why(module: str, why: str, found: Found, metadata: resolve.Metadata) -> str:
+def _why(module: str, why: str, found: Found, metadata: distributions.Metadata) -> str:
     clash = found.clashes.get(module)
     return clash_line(module, why, clash, metadata) if clash else f"{module}: {why}"
 
@@ -773,7 +777,7 @@ def left_out(start: Start, found: Found, releases_of: Callable[[str], Sequence[V
     )
     written = {v for a in start.axes if a.package == "transformers" for v in a.values if isinstance(v, str)}
     excluded = tuple(value for value in values if value not in written)
-    requires = {"transformers": start.declared, "torch": resolve.declared_by(start.metadata.requires, "torch")}
+    requires = {"transformers": start.declared, "torch": distributions.declared_by(start.metadata.requires, "torch")}
     overrides = tuple(o for o in start.spec.overrides if o != "transformers") + tuple(
         o for o in lifted(axes, requires, releases_of) if o == "transformers"
     )
@@ -813,7 +817,7 @@ def init(
     """The starter matrix file for `asked.package`, written and validated."""
     start = plan_start(asked, environ)
     start, found = look(start, envdir, log, environ)
-    start = left_out(start, found, resolve.lookup(environ))
+    start = left_out(start, found, package_index.lookup(environ))
     for value, release, why in start.left_out:
         log(f"warning: left out transformers {value} ({release}): it cannot be installed: {why}")
     for value, release, why in start.unsure:
