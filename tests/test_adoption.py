@@ -404,8 +404,10 @@ def test_init_lifts_a_cap_that_the_tested_releases_lie_outside():
     axes = (Axis("transformers", ("4.57.x", "5.x")), Axis("torch", ("2.13.0",)))
     assert starter.lifted(axes, {"transformers": "<5", "torch": None}, releases.__getitem__) == ("transformers",)
     assert starter.lifted(axes, {"transformers": ">=4.51", "torch": ">=2"}, releases.__getitem__) == ()
-    assert starter._relative(Path("/a/b"), Path("/a/b/matrix")) == "../"
-    assert starter._relative(Path("/a/b/matrix/lib"), Path("/a/b/matrix")) == "./lib"
+    from compat_matrix.host.starter.start import _relative
+
+    assert _relative(Path("/a/b"), Path("/a/b/matrix")) == "../"
+    assert _relative(Path("/a/b/matrix/lib"), Path("/a/b/matrix")) == "./lib"
 
 
 def test_a_torch_wheel_on_this_machine_is_what_init_pins(tmp_path):

@@ -9,6 +9,7 @@ from pathlib import Path
 from compat_matrix.host import distributions, starter
 from compat_matrix.host.cells import cells
 from compat_matrix.host.spec import Axis, MatrixSpec, load
+from compat_matrix.host.starter import looking
 from compat_matrix.shared.blame import Clash, clash, innermost
 from compat_matrix.shared.results import Discovery
 
@@ -227,7 +228,7 @@ def test_init_tries_each_fix_once(tmp_path, monkeypatch):
     numpy = Clash(("pyarrow", "26.0.1"), (("numpy", "1.26.4"),))
     clashes = {"hf_olmo": numpy, "olmo": numpy}
     seen = found(("hf_olmo", "ImportError: NumPy 2"), ("olmo", "ImportError: NumPy 2"), clashes=clashes)
-    monkeypatch.setattr(starter, "clash_fix", lambda *args: ("pyarrow<17", "why"))
+    monkeypatch.setattr(looking, "clash_fix", lambda *args: ("pyarrow<17", "why"))
     assert starter.fixes(seen, start, dict) == [("pyarrow<17", "why")]  # two modules, one fix
     pinned = starter.with_extra(start, [("pyarrow<17", "why")])
     assert starter.fixes(seen, pinned, dict) == []  # it did not fix it: not tried again
@@ -290,11 +291,11 @@ def test_what_init_added_that_cannot_be_installed_is_left_out_again(tmp_path, mo
         return home / "bin" / "python", ("pins conflict: datasets" if spec.extra_requirements else None)
 
     missing = found(("hf_olmo", "ModuleNotFoundError: No module named 'datasets'"))
-    monkeypatch.setattr(starter.envs, "prepared", prepared)
-    monkeypatch.setattr(starter, "_discovered", lambda start, python, home: missing)
-    monkeypatch.setattr(starter.package_index, "lookup", lambda environ: lambda package: (Version("4.0.0"),))
+    monkeypatch.setattr(looking.envs, "prepared", prepared)
+    monkeypatch.setattr(looking, "_discovered", lambda start, python, home: missing)
+    monkeypatch.setattr(looking.package_index, "lookup", lambda environ: lambda package: (Version("4.0.0"),))
     said: list[str] = []
-    after, seen, why = starter._look_into(start, cell, pins, tmp_path, tmp_path, said.append, {})
+    after, seen, why = looking._look_into(start, cell, pins, tmp_path, tmp_path, said.append, {})
     assert installs == [(), ("datasets",)] and why is None
     assert after.spec.extra_requirements == () and seen is missing  # as it was before the addition
     assert any("datasets left out" in line for line in said)
