@@ -24,14 +24,14 @@ from compat_matrix.host import nox_sessions, plan  # noqa: E402
 
 nox.needs_version = ">=2026.8.10"  # allow_parallel; the same bound as in pyproject.toml
 
-RUN = nox_sessions.front(ROOT, Path(__file__), os.environ)
+RUN = nox_sessions.planned_run(ROOT, Path(__file__), os.environ)
 nox_sessions.register(RUN)
 # The probes against the broken overrides that ship with them; its reports stay out of reports/. Planned by the first
 # process of a run only: the processes a run starts get their cells from its plan.
 SELFCHECK = (
     None
     if RUN.request is None
-    else nox_sessions.front(
+    else nox_sessions.planned_run(
         ROOT,
         Path(__file__),
         {

@@ -16,10 +16,10 @@ from packaging.version import Version
 
 from compat_matrix.host import (
     collect,
-    conclude,
     distributions,
     envs,
     fingerprints,
+    range_check,
     render,
     resolve,
     starter,
@@ -291,7 +291,7 @@ def test_the_report_groups_a_packages_subjects_and_checks_the_declared_range():
 
 
 def test_a_range_check_says_honest_and_where_the_measurements_allow_more():
-    check = conclude.RangeCheck(
+    check = range_check.RangeCheck(
         Declared("transformers", "llm2vec", "0.2.3", "<=4.44.2,>=4.43.1"),
         ("4.43.1", "4.44.2", "5.24.0"),
         (),

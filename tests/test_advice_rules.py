@@ -10,7 +10,9 @@ import pytest
 
 from compat_matrix.cell import fixes
 from compat_matrix.host import wording
-from compat_matrix.host.conclude import Conclusion, OnRelease, Override, advise, conclude_method, fix_of
+from compat_matrix.host.advice import advise
+from compat_matrix.host.conclude import Conclusion, OnRelease, conclude_method, fix_of
+from compat_matrix.host.overrides import OverrideConclusions
 from compat_matrix.host.verdict import decide
 from compat_matrix.shared.results import Observation, SubjectResult
 from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind
@@ -104,15 +106,15 @@ def cell(broken: bool, fixed_runs: bool | None = True, works: bool = True) -> Su
     return SubjectResult("m:ValueHeadLM", (TIE,), observations=observations, probes=("build_and_init",))
 
 
-def over(*cells: SubjectResult) -> Override:
+def over(*cells: SubjectResult) -> OverrideConclusions:
     labels = [f"transformers 5.{n}.0" for n in range(len(cells))][::-1]  # newest first
     by_release = []
     for label, result in zip(labels, reversed(cells), strict=True):
         by_release.append(OnRelease(label, conclude_method(result, decide(result), TIE, {})))
-    return Override("m:ValueHeadLM", TIE, tuple(by_release), advise(by_release))
+    return OverrideConclusions("m:ValueHeadLM", TIE, tuple(by_release), advise(by_release))
 
 
-def reason(override: Override) -> str:
+def reason(override: OverrideConclusions) -> str:
     return wording.reason(override, [label for label, _ in override.by_release], wording.PLAIN)
 
 
@@ -188,7 +190,7 @@ def test_an_override_that_breaks_what_every_correct_one_keeps_is_not_kept_nor_fi
     result = SubjectResult("m:FlagsWrapperOnly", (enable,), observations=(layers, ran), probes=("p",))
     judged = conclude_method(result, decide(result), enable, {"enable_reaches_wrapped_model": "layers after enable"})
     assert judged.kind == ConclusionKind.DIFFERENTLY and judged.breaks and not judged.does_its_job
-    found = Override(
+    found = OverrideConclusions(
         "m:F", enable, (OnRelease("transformers 5.0.0", judged),), advise(((OnRelease("transformers 5.0.0", judged)),))
     )
     assert found.advice.kind == AdviceKind.REVIEW

@@ -149,12 +149,12 @@ def test_a_plan_hands_its_files_and_reports_to_the_nested_nox_in_one_file(tmp_pa
     matrix.write_text(MATRIX)
     monkeypatch.setenv("COMPAT_MATRIX_REPORTS", "/somewhere/else")
     monkeypatch.setenv("COMPAT_MATRIX_LANES", "7")
-    run = nox_sessions.front(tmp_path, tmp_path / "noxfile.py", {"COMPAT_MATRIX": str(matrix)}).plan
+    run = nox_sessions.planned_run(tmp_path, tmp_path / "noxfile.py", {"COMPAT_MATRIX": str(matrix)}).plan
     assert run.matrices[0].reports == tmp_path / "reports"
     environ = plan.nested_environ(os.environ, plan.write(run, tmp_path / ".nox"))
     # not inherited: the nested nox runs this very plan, and the plan's path is all it is handed
     assert {k for k in environ if k.startswith("COMPAT_MATRIX")} <= {"COMPAT_MATRIX_PLAN", "COMPAT_MATRIX_CACHE"}
-    again = nox_sessions.front(tmp_path / "elsewhere", tmp_path / "noxfile.py", environ)
+    again = nox_sessions.planned_run(tmp_path / "elsewhere", tmp_path / "noxfile.py", environ)
     assert again.plan == replace(run, handed_down=True) and again.request is None
 
 
@@ -208,7 +208,7 @@ def test_an_unexpected_error_in_the_matrix_session_is_exit_code_4(tmp_path, caps
 def test_a_python_without_the_report_s_dependencies_is_told_so_before_any_cell_runs(tmp_path, capsys, monkeypatch):
     matrix = tmp_path / "m.toml"
     matrix.write_text(MATRIX)
-    run = nox_sessions.front(tmp_path, tmp_path / "noxfile.py", {"COMPAT_MATRIX": str(matrix)}).plan
+    run = nox_sessions.planned_run(tmp_path, tmp_path / "noxfile.py", {"COMPAT_MATRIX": str(matrix)}).plan
     monkeypatch.setattr(nox_sessions, "REPORT_NEEDS", ("pandas", "no_such_dependency_here"))
     outcome = exits.guarded(lambda: nox_sessions.run_matrix(run, tmp_path / ".nox", []))
     with pytest.raises(SystemExit) as done:

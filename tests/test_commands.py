@@ -36,7 +36,9 @@ def write(folder: Path, text: str = MATRIX) -> Path:
 
 
 def test_a_sweep_registers_a_cell_per_release_with_a_stable_id(tmp_path, answered):
-    run = nox_sessions.front(tmp_path, tmp_path / "noxfile.py", {**os.environ, "COMPAT_MATRIX": str(write(tmp_path))})
+    run = nox_sessions.planned_run(
+        tmp_path, tmp_path / "noxfile.py", {**os.environ, "COMPAT_MATRIX": str(write(tmp_path))}
+    )
     assert run.problems == ()
     assert [c.id for _, c in run.plan.cells()] == [
         "cell:demo:transformers=4.57.x:torch=2.13.0",
@@ -58,7 +60,7 @@ def test_list_shows_the_expansion(tmp_path, answered, capsys):
 
 def test_exclude_newer_of_a_run_overrides_the_files(tmp_path, answered, capsys):
     path = write(tmp_path, MATRIX.replace('name = "demo"', 'name = "demo"\nexclude_newer = 2026-01-01'))
-    front = nox_sessions.front(tmp_path, tmp_path / "noxfile.py", {**os.environ, "COMPAT_MATRIX": str(path)})
+    front = nox_sessions.planned_run(tmp_path, tmp_path / "noxfile.py", {**os.environ, "COMPAT_MATRIX": str(path)})
     assert "no release of transformers in it (the newest is 5.0.0rc1)" in front.problems[0]  # no final 5.x yet
     options = nox_sessions.matrix_options(["--cached", "--exclude-newer", "2026-08-01"])
     assert options == {"cached": True, "mutants": False, "exclude_newer": "2026-08-01", "baselines": (), "fail_on": ()}
@@ -72,7 +74,7 @@ def test_exclude_newer_of_a_run_overrides_the_files(tmp_path, answered, capsys):
 def test_a_sweep_without_an_index_is_one_line_and_exit_code_2(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("UV_DEFAULT_INDEX", UNREACHABLE)
     path = write(tmp_path)
-    run = nox_sessions.front(tmp_path, tmp_path / "noxfile.py", {**os.environ, "COMPAT_MATRIX": str(path)})
+    run = nox_sessions.planned_run(tmp_path, tmp_path / "noxfile.py", {**os.environ, "COMPAT_MATRIX": str(path)})
     assert run.plan is None and len(run.problems) == 1
     assert run.problems[0].startswith(
         f"{path}: axes.transformers[1] = 'every minor in >=5': cannot list the releases of transformers: "
@@ -95,13 +97,15 @@ def test_a_bisection_plans_a_cell_per_release_and_hands_them_down(tmp_path, answ
     # 5.14.1 and 5.24.0 are among the sweep's cells: listed once
     assert [c.id for _, c in run.cells()] == [c.id for _, c in listed.cells()]
     assert run.bisection.cell(Version("5.24.0")).id == "cell:demo:transformers=5.24.0:torch=2.13.0"
-    again = nox_sessions.front(tmp_path, tmp_path / "noxfile.py", plan.nested_environ({}, plan.write(run, tmp_path)))
+    again = nox_sessions.planned_run(
+        tmp_path, tmp_path / "noxfile.py", plan.nested_environ({}, plan.write(run, tmp_path))
+    )
     assert again.plan == replace(run, handed_down=True)
     older = plan.make(replace(request, bisect=plan.Bisect("==4.57.3"), runs=True, report=False))
     assert [c.id for _, c in older.cells()][-1] == "cell:demo:transformers=4.57.3:torch=2.13.0"  # not the sweep's
     assert len(older.cells()) == len(listed.cells()) + 1
     (tmp_path / "damaged.json").write_text('{"schema": 1, "home": ')
-    broken = nox_sessions.front(
+    broken = nox_sessions.planned_run(
         tmp_path, tmp_path / "noxfile.py", {"COMPAT_MATRIX_PLAN": str(tmp_path / "damaged.json")}
     )
     assert broken.plan is None and broken.problems[0].startswith("COMPAT_MATRIX_PLAN = ")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from compat_matrix.host.collect import SubjectRow
-from compat_matrix.host.conclude import Concluded, conclude, conclude_method, deprecations, of_subject
+from compat_matrix.host.conclude import Concluded, conclude, conclude_method, deprecations
+from compat_matrix.host.overrides import of_subject
 from compat_matrix.host.verdict import decide
 from compat_matrix.host.wording import PLAIN, glance, phrase, summarize, versions_text
 from compat_matrix.shared.results import CellResult, Observation, SubjectResult

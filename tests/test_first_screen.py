@@ -299,12 +299,14 @@ def test_paths_into_an_environment_are_cut_to_site_packages():
 
 
 def test_a_review_row_with_a_cause_of_its_own_stays_a_row_and_one_that_differs_only_beside_the_others_is_a_line():
-    from compat_matrix.host.conclude import Conclusion, OnRelease, Override, advise
+    from compat_matrix.host.advice import advise
+    from compat_matrix.host.conclude import Conclusion, OnRelease
+    from compat_matrix.host.overrides import OverrideConclusions
     from compat_matrix.shared.vocabulary import ConclusionKind
 
-    def override(name: str, *kinds: Conclusion) -> Override:
+    def override(name: str, *kinds: Conclusion) -> OverrideConclusions:
         by_release = tuple(OnRelease(f"transformers 5.{i}.0", c) for i, c in reversed(list(enumerate(kinds))))
-        return Override("m:A", name, by_release, advise(by_release))
+        return OverrideConclusions("m:A", name, by_release, advise(by_release))
 
     differs, same = Conclusion(ConclusionKind.DIFFERENTLY), Conclusion(ConclusionKind.REDUNDANT)
     stopped = override("stopped", differs, same)  # it did something on 5.0.0, nothing on 5.1.0: review it

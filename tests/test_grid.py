@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from compat_matrix.host import grid, wording
-from compat_matrix.host.conclude import Conclusion, OnRelease, Override, advise
+from compat_matrix.host.advice import advise
+from compat_matrix.host.conclude import Conclusion, OnRelease
+from compat_matrix.host.overrides import OverrideConclusions
 from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind
 
 H, N, D, ORPHANED, U, C, R = (
@@ -21,10 +23,10 @@ H, N, D, ORPHANED, U, C, R = (
 LABELS = ["v 3", "v 2", "v 1"]  # newest first, as the rows are
 
 
-def override(name: str, *kinds: ConclusionKind, target: str = "m:C") -> Override:
+def override(name: str, *kinds: ConclusionKind, target: str = "m:C") -> OverrideConclusions:
     """An override with these conclusions, oldest first."""
     by_release = tuple(OnRelease(label, Conclusion(kind)) for label, kind in zip(LABELS, reversed(kinds), strict=True))
-    return Override(target, name, by_release, advise(by_release))
+    return OverrideConclusions(target, name, by_release, advise(by_release))
 
 
 @pytest.mark.parametrize(
@@ -84,9 +86,9 @@ def test_the_title_is_the_answer(kinds, title):
 
 
 def test_a_column_per_stretch_of_releases_on_which_every_row_reads_alike():
-    from compat_matrix.host.conclude import SubjectConclusions
+    from compat_matrix.host.overrides import SubjectConclusions
 
-    def subject(*overrides: Override) -> SubjectConclusions:
+    def subject(*overrides: OverrideConclusions) -> SubjectConclusions:
         return SubjectConclusions(overrides[0].target, tuple(o.name for o in overrides), (), overrides)
 
     made = grid.make([subject(override("a", R, R, H), override("b", N, N, N))])
@@ -101,6 +103,6 @@ def test_a_column_per_stretch_of_releases_on_which_every_row_reads_alike():
 def test_a_class_that_could_not_be_built_anywhere_says_so_in_its_reason_not_only_nothing_ran():
     why = "could-not-build: could not build C: AttributeError: no encoder; write a factory (see README)"
     by_release = tuple(OnRelease(label, Conclusion(C, why=why)) for label in LABELS)
-    unbuilt = Override("m:C", "forward", by_release, advise(by_release))
+    unbuilt = OverrideConclusions("m:C", "forward", by_release, advise(by_release))
     assert wording.reason(unbuilt, LABELS) == why.removeprefix("could-not-build: ")
     assert wording.reason(override("forward", C, C, C), LABELS) == "nothing ran"

@@ -111,7 +111,9 @@ def test_bisect_refuses_a_method_that_is_not_audited_before_any_cell_starts(
     if expected is None:
         made = plan.make(replace(request, bisect=plan.Bisect(">=5", method=method), runs=True, report=False))
         assert made.bisection.method == method
-        assert nox_sessions.front(tmp_path, tmp_path / "x.py", plan.nested_environ({}, plan.write(made, tmp_path))).plan
+        assert nox_sessions.planned_run(
+            tmp_path, tmp_path / "x.py", plan.nested_environ({}, plan.write(made, tmp_path))
+        ).plan
         return
     assert cli.main(["bisect", str(path), "--range", ">=5", "--method", method]) == exits.BAD_INPUT
     err = capsys.readouterr().err
@@ -195,11 +197,11 @@ def fake_cells(monkeypatch, opened: list[Path]):
     def nested_nox(command, environ, tick, shown=None):
         assert {k for k in environ if k.startswith("COMPAT_MATRIX")} <= {"COMPAT_MATRIX_PLAN", "COMPAT_MATRIX_CACHE"}
         ids = command[command.index("-s") + 1 :]
-        nested = nox_sessions.front(Path("/nowhere"), Path(command[4]), environ)
+        nested = nox_sessions.planned_run(Path("/nowhere"), Path(command[4]), environ)
         for matrix, cell in nested.plan.cells():
             if cell.id not in ids:
                 continue
-            child = nox_sessions.front(Path("/nowhere"), Path(command[4]), environ).plan  # each cell's nox child
+            child = nox_sessions.planned_run(Path("/nowhere"), Path(command[4]), environ).plan  # each cell's nox child
             ranged = cell.requested["transformers"] == "4.57.x"
             assert child.pins[cell.id] == ({"transformers": "4.57.6"} if ranged else {})
             ran(matrix, cell, {**cell.requested, **child.pins[cell.id]})
@@ -248,7 +250,7 @@ def test_a_sweep_cannot_drift_between_the_cells_and_the_report(tmp_path, answere
     answer(json.dumps(recorded))  # the index has changed: planned again, the sweep would stand for 5.30.0
     assert [c.id for _, c in plan.make(request).cells()][-1] == "cell:demo:transformers=5.30.0:torch=2.13.0"
 
-    nested = nox_sessions.front(tmp_path, tmp_path / "noxfile.py", plan.nested_environ(os.environ, handed))
+    nested = nox_sessions.planned_run(tmp_path, tmp_path / "noxfile.py", plan.nested_environ(os.environ, handed))
     assert [c.id for _, c in nested.plan.cells()] == planned
     assert nested.plan.pins == made.pins  # `5.x`-style values install what was planned, not today's release
     (written,) = report.run(plan.read(handed))

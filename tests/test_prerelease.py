@@ -13,9 +13,11 @@ import pytest
 from packaging.version import Version
 
 from compat_matrix.host import baseline, cli, collect, grid, plan, prerelease, releases, render, verdict
+from compat_matrix.host.advice import advise
 from compat_matrix.host.cells import Cell, install_args
-from compat_matrix.host.conclude import Conclusion, OnRelease, Override, advise
+from compat_matrix.host.conclude import Conclusion, OnRelease
 from compat_matrix.host.folders import result_path
+from compat_matrix.host.overrides import OverrideConclusions
 from compat_matrix.host.package_index import lookup
 from compat_matrix.host.report import make_report
 from compat_matrix.host.resolve import check_axes, resolve
@@ -243,12 +245,12 @@ def test_a_pre_release_sorts_newest_and_pre_asked_for_sorts_after_everything():
 def test_the_grid_never_joins_a_pre_release_with_its_neighbours():
     labels = ["v 2 (pre-release)", "v 1"]  # newest first, as by_release holds them
     by_release = tuple(OnRelease(label, Conclusion(ConclusionKind.REDUNDANT)) for label in labels)
-    found = grid.make([_subject(Override("m:C", "x", by_release, advise(by_release)))])
+    found = grid.make([_subject(OverrideConclusions("m:C", "x", by_release, advise(by_release)))])
     assert found.columns == (("v 1",), ("v 2 (pre-release)",))
 
 
-def _subject(override: Override):
-    from compat_matrix.host.conclude import SubjectConclusions
+def _subject(override: OverrideConclusions):
+    from compat_matrix.host.overrides import SubjectConclusions
 
     return SubjectConclusions("m:C", (), (), (override,))
 

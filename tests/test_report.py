@@ -87,7 +87,7 @@ def rendered() -> tuple[str, dict]:
 
 
 def decided(results=RESULTS, subjects=SPEC.subjects):
-    return verdict.judge(collect.collect(results, subjects).subjects)
+    return verdict.decide_all(collect.collect(results, subjects).subjects)
 
 
 def test_rows_are_newest_first_by_version_not_string_order():

@@ -6,7 +6,7 @@ import pytest
 
 from compat_matrix.host.collect import collect
 from compat_matrix.host.spec import Subject
-from compat_matrix.host.verdict import decide, judge, missed, phrase, unmet_expectations
+from compat_matrix.host.verdict import decide, decide_all, missed, phrase, unmet_expectations
 from compat_matrix.shared.results import CellResult, Observation, SubjectResult
 from compat_matrix.shared.vocabulary import VerdictKind
 
@@ -118,7 +118,7 @@ def test_an_expectation_of_same_is_not_met_by_inconclusive():
         "m", "cell:m:transformers=5.0", {"transformers": "5.0"}, {"transformers": "5.0.0"}, subjects=(subject(),)
     )
     expect_same = Subject("m:C", BOTH, expect=(("*", SAME),))
-    lines = unmet_expectations(judge(collect([result], (expect_same,)).subjects), (expect_same,))
+    lines = unmet_expectations(decide_all(collect([result], (expect_same,)).subjects), (expect_same,))
     assert lines == [
         f"transformers 5.0.0: m:C expected same, got inconclusive: {', '.join(BOTH)} never ran in a probe"
         " that observed something"

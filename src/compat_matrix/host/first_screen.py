@@ -17,18 +17,10 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from compat_matrix.host import grid as grids
-from compat_matrix.host.conclude import (
-    COULD_NOT_RUN,
-    DIFFERENTLY,
-    HARMFUL,
-    NEEDED,
-    ORPHANED,
-    REDUNDANT,
-    UNKNOWN,
-    Override,
-)
+from compat_matrix.host.conclude import COULD_NOT_RUN, DIFFERENTLY, HARMFUL, NEEDED, ORPHANED, REDUNDANT, UNKNOWN
 from compat_matrix.host.grid import Grid
 from compat_matrix.host.health import AT_THE_TOP, PHRASES, Breakage, Statement, next_step
+from compat_matrix.host.overrides import OverrideConclusions
 from compat_matrix.host.wording import MARKDOWN, Style, name_of, name_of_subject, versions_text
 from compat_matrix.shared.evidence import UNSEEN
 from compat_matrix.shared.vocabulary import AdviceKind
@@ -62,7 +54,7 @@ class Group:
     """Rows said as one line: Review rows of one cause, or the Keep rows."""
 
     advice: AdviceKind
-    overrides: tuple[Override, ...]
+    overrides: tuple[OverrideConclusions, ...]
     cause: Cause | None = None
 
     @property
@@ -82,13 +74,13 @@ class Screen:
     said: tuple[Statement, ...] = ()  # the health, in the order it is said
 
 
-def newly_different(override: Override) -> bool:
+def newly_different(override: OverrideConclusions) -> bool:
     """It behaves differently on a release after the oldest that ran it, and not on that one."""
     ran = [c.kind for _, c in override.oldest_first if c.kind != COULD_NOT_RUN]
     return bool(ran) and ran[0] != DIFFERENTLY and DIFFERENTLY in ran[1:]
 
 
-def acts(override: Override) -> bool:
+def acts(override: OverrideConclusions) -> bool:
     """Whether its row asks for action: harmful somewhere, advice that asks for work, or newly different."""
     return override.harmful or override.advice.kind in ACTS or newly_different(override)
 
@@ -100,7 +92,7 @@ def make(full: Grid, found: Sequence[Breakage] = (), said: Sequence[Statement] =
         return Screen(False, full, (), full, tuple(said))
     why = {w: b for b in found for w in b.whys}
     shown, keep = [], []
-    causes: dict[Cause, list[Override]] = {}
+    causes: dict[Cause, list[OverrideConclusions]] = {}
     for row in full.rows:
         o = row.override
         cause = cause_of(o, why) if o.advice.kind == AdviceKind.REVIEW and not row.nothing_audited else None
@@ -121,7 +113,7 @@ def _general(breakage: Breakage) -> Breakage:
     return replace(breakage, target=None, releases=(), whys=())
 
 
-def cause_of(override: Override, broken: Mapping[str, Breakage]) -> Cause | None:
+def cause_of(override: OverrideConclusions, broken: Mapping[str, Breakage]) -> Cause | None:
     """The one cause of a Review row, the first of CauseKind that applies; None where it is its own (the grid's
     reason says it). `broken`: the breakage behind each reason a row could not run."""
     advice = override.advice

@@ -16,21 +16,23 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compat_matrix.host.conclude import COULD_NOT_RUN, OnRelease, Override, SubjectConclusions, advise
+from compat_matrix.host.advice import advise
+from compat_matrix.host.conclude import COULD_NOT_RUN, OnRelease
+from compat_matrix.host.overrides import OverrideConclusions, SubjectConclusions
 from compat_matrix.host.releases import Label, runs
 from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind
 
 ORDER = (AdviceKind.FIX, AdviceKind.PORT, AdviceKind.REVIEW, AdviceKind.KEEP, AdviceKind.DELETE)  # after harmful
 
 
-def rank(override: Override) -> int:
+def rank(override: OverrideConclusions) -> int:
     """Where an override's row goes: 0 harmful on some release, then its advice in ORDER."""
     return 0 if override.harmful else 1 + ORDER.index(override.advice.kind)
 
 
 @dataclass(frozen=True)
 class Row:
-    override: Override
+    override: OverrideConclusions
     cells: tuple[ConclusionKind, ...]  # one per column
 
     @property
@@ -61,12 +63,12 @@ class Grid:
         return {str(kind): counted.get(kind, 0) for kind in AdviceKind}
 
 
-def overrides(subject: SubjectConclusions) -> tuple[Override, ...]:
+def overrides(subject: SubjectConclusions) -> tuple[OverrideConclusions, ...]:
     """The subject's audited overrides; for a subject with none, one nameless row of its own conclusions."""
     if subject.overrides:
         return subject.overrides
     by_release = tuple(OnRelease(r.label, r.conclusion) for r in subject.rows)
-    return (Override(subject.target, "", by_release, advise(by_release)),)
+    return (OverrideConclusions(subject.target, "", by_release, advise(by_release)),)
 
 
 def make(subjects: Sequence[SubjectConclusions]) -> Grid:
@@ -74,7 +76,7 @@ def make(subjects: Sequence[SubjectConclusions]) -> Grid:
     return of(sorted(every, key=rank), len(subjects) > 1)  # stable: the matrix file's order among equals
 
 
-def of(ordered: Sequence[Override], several: bool) -> Grid:
+def of(ordered: Sequence[OverrideConclusions], several: bool) -> Grid:
     """The grid of `ordered`'s rows, in that order; its columns merged over those rows alone."""
     labels = list(dict.fromkeys(label for o in ordered for label, _ in o.oldest_first))
     kinds = [{label: c.kind for label, c in o.by_release} for o in ordered]

@@ -1,9 +1,9 @@
 """The nox sessions of a matrix run: one per cell, `matrix` (every cell in parallel lanes, then the report) and
 `bisect` (rounds of cells until the first release that differs).
 
-    front(home, noxfile, environ)   what a noxfile's import registers sessions from: the plan the run handed down
+    planned_run(home, noxfile, env)   what a noxfile's import registers sessions from: the plan the run handed down
                                     (COMPAT_MATRIX_PLAN), else the files the variables name, parsed here once
-    register(front)                 one nox session per cell, `matrix` and `bisect`
+    register(run)                   one nox session per cell, `matrix` and `bisect`
     run_matrix(plan, envdir, ...)   the plan's cells in a nested nox, `lanes` at once, then the reports
     run_bisect(plan, envdir, ...)   the bisection's rounds (bisect.py chooses them), then its answer file
 
@@ -47,7 +47,7 @@ FORWARDED = {
 
 
 @dataclass(frozen=True)
-class Front:
+class PlannedRun:
     """What a noxfile's import knows: the plan its sessions come from (None: the input is bad, and `problems` says
     why); and, where this process is the first of its run, what was asked and the files as parsed, so that a
     session can plan its run with its own options without reading them again."""
@@ -63,19 +63,19 @@ class Front:
         return frozenset(s.name for s in specs)
 
 
-def front(home: Path, noxfile: Path, environ: Mapping[str, str]) -> Front:
+def planned_run(home: Path, noxfile: Path, environ: Mapping[str, str]) -> PlannedRun:
     handed = environ.get(plan.PLAN_VARIABLE)
     if handed:
         try:
-            return Front(plan.read(Path(handed)))
+            return PlannedRun(plan.read(Path(handed)))
         except BadInput as exc:
-            return Front(None, tuple(exc.problems))
+            return PlannedRun(None, tuple(exc.problems))
     request = plan.request_from(environ, home, noxfile)
     loaded = plan.load(request.files)
     try:
-        return Front(plan.make(request, loaded, environ), (), request, loaded)
+        return PlannedRun(plan.make(request, loaded, environ), (), request, loaded)
     except BadInput as exc:
-        return Front(None, tuple(exc.problems), request, loaded)
+        return PlannedRun(None, tuple(exc.problems), request, loaded)
 
 
 def noxfile_in(envdir: Path, packaged: Path) -> Path:
@@ -102,7 +102,7 @@ def forwarded(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def register(run: Front, with_matrix: bool = True) -> None:
+def register(run: PlannedRun, with_matrix: bool = True) -> None:
     """One session per cell (what CI shards on), and `matrix` and `bisect`."""
     nox.options.default_venv_backend = "uv"
     nox.options.reuse_venv = "yes"
@@ -193,14 +193,14 @@ def matrix_options(posargs: Sequence[str]) -> dict[str, object]:
     }
 
 
-def session_plan(run: Front, **asked: object) -> Plan:
+def session_plan(run: PlannedRun, **asked: object) -> Plan:
     """The plan of a session's run: what the noxfile's variables asked for, with the session's own options."""
     if run.request is None or run.loaded is None:
         raise BadInput(list(run.problems) or ["a plan handed down runs only its cells"])
     return plan.make(replace(run.request, runs=True, **asked), run.loaded)  # type: ignore[arg-type]
 
 
-def matrix_session(session: nox.Session, run: Front) -> None:
+def matrix_session(session: nox.Session, run: PlannedRun) -> None:
     """`nox -s matrix [-- --cached --mutants --exclude-newer DATE --baseline OLD.json --fail-on KINDS]`: ends nox
     with the documented exit code."""
     envdir = Path(session.env_dir).parent
@@ -208,7 +208,7 @@ def matrix_session(session: nox.Session, run: Front) -> None:
     finish(exits.guarded(lambda: run_matrix(session_plan(run, **matrix_options(session.posargs)), envdir, argv)))
 
 
-def bisect_session(session: nox.Session, run: Front) -> None:
+def bisect_session(session: nox.Session, run: PlannedRun) -> None:
     """`nox -s bisect -- --subject M:C --range SPEC [--observation P.N | --method NAME]`: ends nox with the
     documented exit code."""
 

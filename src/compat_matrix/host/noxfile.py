@@ -12,4 +12,4 @@ from compat_matrix.host import nox_sessions
 
 nox.needs_version = ">=2026.8.10"  # allow_parallel; the same bound as in pyproject.toml
 
-nox_sessions.register(nox_sessions.front(Path.cwd(), Path(__file__), os.environ))
+nox_sessions.register(nox_sessions.planned_run(Path.cwd(), Path(__file__), os.environ))

@@ -31,8 +31,10 @@ from compat_matrix.host import first_screen as screens
 from compat_matrix.host import health, prerelease, wording
 from compat_matrix.host.baseline import Change, failing
 from compat_matrix.host.collect import Collected
-from compat_matrix.host.conclude import Concluded, Override, RangeCheck, SubjectConclusions
+from compat_matrix.host.conclude import Concluded
 from compat_matrix.host.grid import Grid, Row
+from compat_matrix.host.overrides import OverrideConclusions, SubjectConclusions
+from compat_matrix.host.range_check import RangeCheck
 from compat_matrix.host.releases import Label, runs
 from compat_matrix.host.report_json import SCHEMA as SCHEMA  # the JSON in a module of its own; read here too
 from compat_matrix.host.report_json import override_json as override_json
@@ -368,7 +370,7 @@ def evidence_section(report: Report, subject: Subject) -> list[str]:
     return [*out, "</details>", ""]
 
 
-def _row(grid: Grid, override: Override) -> Row:
+def _row(grid: Grid, override: OverrideConclusions) -> Row:
     return next(row for row in grid.rows if row.override is override)
 
 

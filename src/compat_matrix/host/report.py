@@ -15,7 +15,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from compat_matrix.host import collect, conclude, first_screen, grid, health, render, tests_seen, verdict, wording
+from compat_matrix.host import (
+    collect,
+    conclude,
+    first_screen,
+    grid,
+    health,
+    overrides,
+    range_check,
+    render,
+    tests_seen,
+    verdict,
+    wording,
+)
 from compat_matrix.host.baseline import Change, compare, failing, load_report
 from compat_matrix.host.cells import Cell
 from compat_matrix.host.exits import Outcome
@@ -78,13 +90,13 @@ def make_report(
     expanded = collect.expand(spec.subjects, results)
     results = [collect.stand_ins(r, expanded) for r in results]
     collected = collect.collect(results, expanded)
-    judged = verdict.judge(collected.subjects)
+    judged = verdict.decide_all(collected.subjects)
     rows = conclude.conclusions(judged, titles())
     subjects = {
-        s.target: conclude.of_subject(s.target, s.methods, [r for r in rows if r.row.target == s.target])
+        s.target: overrides.of_subject(s.target, s.methods, [r for r in rows if r.row.target == s.target])
         for s in expanded
     }
-    subjects = conclude.inherited(subjects)  # an abstract base's override is deleted for all who inherit it
+    subjects = overrides.inherited(subjects)  # an abstract base's override is deleted for all who inherit it
     summaries = {
         target: wording.summarize(
             answer, tests_seen.seen_tests([(r.label, r.row.result) for r in answer.rows]), wording.PLAIN
@@ -98,7 +110,7 @@ def make_report(
     order = [c.label for c in collected.cells]
     failed = tuple(reached(decision, fail_on, order))
     found = {s.target: tuple(d for _, d in collect.discoveries(s.target, results)) for s in spec.subjects if s.package}
-    ranges = {target: tuple(conclude.range_checks(answer, declared)) for target, answer in subjects.items()}
+    ranges = {target: tuple(range_check.range_checks(answer, declared)) for target, answer in subjects.items()}
     broken = health.breakages(rows)
     said = health.statements(broken, [s.target for s in expanded], order, spec.name)
     screen = first_screen.make(decision, broken, said)

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from compat_matrix.host import first_screen as screens
 from compat_matrix.host import health, wording
-from compat_matrix.host.conclude import Concluded, Override
+from compat_matrix.host.conclude import Concluded
+from compat_matrix.host.overrides import OverrideConclusions
 from compat_matrix.host.tests_seen import TEST_COLUMNS, TestsSeen
 from compat_matrix.host.wording import PLAIN, phrase
 
@@ -105,7 +106,7 @@ def group_json(group: screens.Group, report: Report) -> dict[str, Any]:
     }
 
 
-def override_json(override: Override, order: Sequence[str], several: bool = False) -> dict[str, Any]:
+def override_json(override: OverrideConclusions, order: Sequence[str], several: bool = False) -> dict[str, Any]:
     """One audited override across the tested releases, for machines: its conclusion on each (oldest first) and the
     context that carried it, the advice and its reason (the grid's words), where it first changed, the errors
     behind its harmful and needed conclusions, and its deprecation."""

@@ -169,7 +169,7 @@ class Judged(NamedTuple):
     verdict: Verdict
 
 
-def judge(rows: Sequence[SubjectRow]) -> tuple[Judged, ...]:
+def decide_all(rows: Sequence[SubjectRow]) -> tuple[Judged, ...]:
     """The verdict of every collected row; a cell that ran without the subject did not run it."""
     return tuple(Judged(row, _decided(row)) for row in rows)
 

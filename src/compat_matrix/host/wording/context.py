@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compat_matrix.host.conclude import RangeCheck
+from compat_matrix.host.range_check import RangeCheck
 from compat_matrix.host.wording.style import MARKDOWN, Style
 from compat_matrix.host.wording.versions import versions_text
 from compat_matrix.shared.results import THROUGH, Discovery

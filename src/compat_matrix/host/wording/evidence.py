@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from compat_matrix.host.conclude import COULD_NOT_RUN, ORDER, ORPHANED, REDUNDANT, UNKNOWN, Contrast, Override, error_of
+from compat_matrix.host.conclude import COULD_NOT_RUN, ORDER, ORPHANED, REDUNDANT, UNKNOWN, Contrast, error_of
+from compat_matrix.host.overrides import OverrideConclusions
 from compat_matrix.host.wording.style import PLAIN, Style, sides
 from compat_matrix.host.wording.versions import versions_text
 from compat_matrix.shared import evidence
@@ -43,7 +44,7 @@ def _errors(o: Observation) -> tuple[str | None, str | None]:
 
 
 def what_differs(
-    override: Override, order: Sequence[str], style: Style = PLAIN, above: Mapping[str, str] | None = None
+    override: OverrideConclusions, order: Sequence[str], style: Style = PLAIN, above: Mapping[str, str] | None = None
 ) -> Evidence:
     """The contrasts behind each conclusion, grouped: a call whose two sides read alike on several releases is one
     row naming them, and calls whose sides and releases agree share a row. `above`: as for `reason`."""
@@ -97,7 +98,9 @@ def _calls(calls: dict[str, list[str]]) -> str:
     return "; ".join(said) + (f"; and {len(calls) - CALLS} more probes" if len(calls) > CALLS else "")
 
 
-def _notes(override: Override, order: Sequence[str], style: Style, above: Mapping[str, str]) -> tuple[str, ...]:
+def _notes(
+    override: OverrideConclusions, order: Sequence[str], style: Style, above: Mapping[str, str]
+) -> tuple[str, ...]:
     """A line per conclusion that no table row shows (redundant, orphaned, inconclusive, could not run), and where
     the other context carried one."""
     said: dict[tuple[ConclusionKind, str], list[str]] = {}
@@ -120,10 +123,12 @@ def _notes(override: Override, order: Sequence[str], style: Style, above: Mappin
     return tuple(lines)
 
 
-def alike(found: Sequence[tuple[Override, Evidence]]) -> list[tuple[tuple[Override, ...], Evidence]]:
+def alike(
+    found: Sequence[tuple[OverrideConclusions, Evidence]],
+) -> list[tuple[tuple[OverrideConclusions, ...], Evidence]]:
     """Overrides of one class with the same advice whose evidence reads alike, said once (in the first one's place):
     the classes that could not be built, say, whose every override says only that."""
-    together: dict[tuple[AdviceKind, Evidence], list[Override]] = {}
+    together: dict[tuple[AdviceKind, Evidence], list[OverrideConclusions]] = {}
     for override, said in found:
         together.setdefault((override.advice.kind, said), []).append(override)
     return [(tuple(overrides), said) for (_, said), overrides in together.items()]

@@ -5,16 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from compat_matrix.host.conclude import (
-    COULD_NOT_RUN,
-    DIFFERENTLY,
-    HARMFUL,
-    NEEDED,
-    ORPHANED,
-    REDUNDANT,
-    UNKNOWN,
-    Override,
-)
+from compat_matrix.host.conclude import COULD_NOT_RUN, DIFFERENTLY, HARMFUL, NEEDED, ORPHANED, REDUNDANT, UNKNOWN
+from compat_matrix.host.overrides import OverrideConclusions
 from compat_matrix.host.wording.style import MARKDOWN, PLAIN, Style, listed
 from compat_matrix.host.wording.versions import versions_text
 from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind, Status
@@ -49,7 +41,7 @@ def name_of_subject(target: str, style: Style = MARKDOWN) -> str:
     return style.code(_class(target))
 
 
-def name_of(override: Override, several: bool, style: Style = MARKDOWN) -> str:
+def name_of(override: OverrideConclusions, several: bool, style: Style = MARKDOWN) -> str:
     """`name`, or with several subjects `Class.name` (a subject with nothing audited: its class)."""
     owner = _class(override.target)
     if not override.name:
@@ -57,7 +49,7 @@ def name_of(override: Override, several: bool, style: Style = MARKDOWN) -> str:
     return style.code(f"{owner}.{override.name}" if several else override.name)
 
 
-def title(name: str, overrides: Sequence[Override], style: Style = MARKDOWN) -> str:
+def title(name: str, overrides: Sequence[OverrideConclusions], style: Style = MARKDOWN) -> str:
     """`CharacterCausalLMWrapper: delete 2 of 3 overrides`: the actions, by advice (keeping asks for none)."""
     audited = [o for o in overrides if o.name]
     if not audited:
@@ -78,7 +70,7 @@ def title(name: str, overrides: Sequence[Override], style: Style = MARKDOWN) -> 
     return f"{name}: {listed(parts)} of {len(audited)} overrides"
 
 
-def _failing(override: Override, kind: ConclusionKind) -> tuple[list[str], list[str], str | None]:
+def _failing(override: OverrideConclusions, kind: ConclusionKind) -> tuple[list[str], list[str], str | None]:
     """The releases where `override` is `kind` (newest first), the probe titles whose contrasts of that kind show it
     on the newest of them, and their first error."""
     labels = [label for label, c in override.by_release if c.kind == kind]
@@ -91,7 +83,7 @@ def _failing(override: Override, kind: ConclusionKind) -> tuple[list[str], list[
 
 
 def caution(
-    overrides: Sequence[Override],
+    overrides: Sequence[OverrideConclusions],
     order: Sequence[str],
     several: bool,
     style: Style = MARKDOWN,
@@ -154,7 +146,7 @@ def stopped(whys: Sequence[str]) -> str | None:
 
 
 def reason(
-    override: Override, order: Sequence[str], style: Style = MARKDOWN, above: Mapping[str, str] | None = None
+    override: OverrideConclusions, order: Sequence[str], style: Style = MARKDOWN, above: Mapping[str, str] | None = None
 ) -> str:
     """The advice's reason in a few words, for the grid (and, plain, the JSON). `above`: for each reason a row could
     not run that the release's health at the top says, what to say instead (compat_matrix.host.health)."""
@@ -220,7 +212,7 @@ def reason(
     return "; ".join(said) or "review it"
 
 
-def fix_text(override: Override, order: Sequence[str], style: Style = MARKDOWN) -> str:
+def fix_text(override: OverrideConclusions, order: Sequence[str], style: Style = MARKDOWN) -> str:
     """The change a Fix proposes and whether it was verified: `accept `missing_keys`, `recompute_mapping` and pass
     them on; on 5.0.0, 5.24.0 transformers calls `tie_weights(missing_keys=…, recompute_mapping=…)` at
     modeling_utils.py:4628;
@@ -259,7 +251,9 @@ def _at(site: str) -> str:
     return site.partition(" at ")[2]
 
 
-def deprecated_line(overrides: Sequence[Override], order: Sequence[str], several: bool, style: Style = MARKDOWN) -> str:
+def deprecated_line(
+    overrides: Sequence[OverrideConclusions], order: Sequence[str], several: bool, style: Style = MARKDOWN
+) -> str:
     """`Deprecated in transformers 5.24.0: `a` (use `b`), `c`.`: every deprecated audited name, on one line; with
     several subjects, a name deprecated alike in several classes is said once, naming them."""
     since: dict[str, dict[tuple[str, str | None], list[str]]] = {}

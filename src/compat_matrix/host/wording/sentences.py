@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compat_matrix import probes
+from compat_matrix.host.advice import Advice, advise
 from compat_matrix.host.conclude import (
     COULD_NOT_RUN,
     DIFFERENTLY,
@@ -16,13 +17,11 @@ from compat_matrix.host.conclude import (
     ORPHANED,
     REDUNDANT,
     UNKNOWN,
-    Advice,
     Conclusion,
     Contrast,
-    SubjectConclusions,
-    advise,
     error_of,
 )
+from compat_matrix.host.overrides import SubjectConclusions
 from compat_matrix.host.shipped import FAILS
 from compat_matrix.host.tests_seen import TestsSeen
 from compat_matrix.host.verdict import Verdict

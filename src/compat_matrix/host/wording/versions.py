@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from compat_matrix.host import grid
-from compat_matrix.host.conclude import Override, SubjectConclusions
+from compat_matrix.host.overrides import OverrideConclusions, SubjectConclusions
 from compat_matrix.host.releases import Label, runs
 from compat_matrix.host.wording.style import MARKDOWN, Style
 
@@ -35,7 +35,7 @@ def glance(answer: SubjectConclusions, style: Style = MARKDOWN) -> str:
     return "; ".join(f"{style.code(o.name)}: {stretches(o)}" for o in sorted(answer.overrides, key=grid.rank))
 
 
-def stretches(override: Override) -> str:
+def stretches(override: OverrideConclusions) -> str:
     """`redundant 4.57.6, 5.14.1 · harmful 5.24.0`: one override's conclusions, oldest first."""
     return _runs([(label, c.kind) for label, c in override.by_release])
 

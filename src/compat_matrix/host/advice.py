@@ -1,0 +1,74 @@
+"""What to do with one override, by documented rules, from its conclusion on every tested release (compat_matrix.host.
+conclude): Port where a release orphaned it (what it provided is gone there); Fix where it breaks only where
+transformers passes it what it cannot take and does its job elsewhere; Keep where any release needs it (and it is
+harmful on none), or it does its job wherever it ran; Delete where every release is redundant or harmful (deleting
+fixes the harmful ones) and every tested release ran; otherwise Review. A new advice is one member of
+vocabulary.AdviceKind and its rule in `advise`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from compat_matrix.host.conclude import COULD_NOT_RUN, DIFFERENTLY, HARMFUL, NEEDED, ORPHANED, REDUNDANT, Conclusion
+from compat_matrix.host.releases import early_label
+from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What to do with one override, and the tested releases behind it, per conclusion kind."""
+
+    kind: AdviceKind
+    releases: tuple[tuple[ConclusionKind, tuple[str, ...]], ...]  # labels, newest first; kinds in first-seen order
+    caveat: str | None = None  # why it is Review where the conclusions alone say Delete (results.SubjectResult)
+
+    def on(self, kind: ConclusionKind) -> tuple[str, ...]:
+        return dict(self.releases).get(kind, ())
+
+    @property
+    def nothing_ran(self) -> bool:
+        return not {kind for kind, _ in self.releases} - {COULD_NOT_RUN}
+
+
+def advise(rows: Sequence[tuple[str, Conclusion]], caveat: str | None = None) -> Advice:
+    """The advice for one override from its conclusion on every tested release ((label, conclusion), newest first);
+    with a `caveat` (the probes ran on stand-ins, or on a model with nothing in it), never Delete but Review."""
+    advice = _advise(rows)
+    if caveat is not None and advice.kind == AdviceKind.DELETE:
+        return Advice(AdviceKind.REVIEW, advice.releases, caveat)
+    return advice
+
+
+def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
+    # a pre-release that did not run (none to stand for, or it would not install) is no tested release
+    rows = [(label, c) for label, c in rows if not (c.kind == COULD_NOT_RUN and early_label(label))]
+    by_kind: dict[ConclusionKind, list[str]] = {}
+    for label, conclusion in rows:
+        by_kind.setdefault(conclusion.kind, []).append(label)
+    releases = tuple((kind, tuple(labels)) for kind, labels in by_kind.items())
+    ran = set(by_kind) - {COULD_NOT_RUN}
+    everywhere = COULD_NOT_RUN not in by_kind  # Delete rests on every tested release: one that could not run may differ
+    if not ran:
+        return Advice(AdviceKind.REVIEW, releases)
+    if ORPHANED in ran and ran & {NEEDED, DIFFERENTLY, HARMFUL}:
+        return Advice(AdviceKind.PORT, releases)  # what it did on some release is gone on another
+    if ORPHANED in ran and not ran - {ORPHANED, REDUNDANT}:
+        # it did nothing on any tested release: Delete where another release shows that, else ask
+        return Advice(AdviceKind.DELETE if REDUNDANT in ran and everywhere else AdviceKind.REVIEW, releases)
+    if _fixes(rows) and any(c.kind == NEEDED or c.does_its_job for _, c in rows):
+        return Advice(AdviceKind.FIX, releases)  # it breaks where it cannot take what is passed, and works elsewhere
+    if NEEDED in ran and HARMFUL not in ran:
+        return Advice(AdviceKind.KEEP, releases)
+    if ran <= {REDUNDANT, HARMFUL}:
+        return Advice(AdviceKind.DELETE if everywhere else AdviceKind.REVIEW, releases)
+    if ran <= {NEEDED, DIFFERENTLY} and all(c.does_its_job for _, c in rows if c.kind == DIFFERENTLY):
+        return Advice(AdviceKind.KEEP, releases)  # it does its job wherever it ran: deleting it changes that
+    return Advice(AdviceKind.REVIEW, releases)
+
+
+def _fixes(rows: Sequence[tuple[str, Conclusion]]) -> bool:
+    """Whether taking what transformers passes would fix every release where the class as shipped breaks: each
+    harmful release, and each where it behaves differently and raises as shipped, has a Fix."""
+    broken = [c for _, c in rows if c.kind == HARMFUL or (c.kind == DIFFERENTLY and not c.shipped_works)]
+    return bool(broken) and all(c.fix is not None for c in broken)
