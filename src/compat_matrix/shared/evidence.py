@@ -28,8 +28,11 @@ from typing import Any
 
 from compat_matrix.shared.results import ATTRIBUTE, Code, Observation, SubjectResult, failure_in
 from compat_matrix.shared.variants import Variant
+from compat_matrix.shared.vocabulary import ConclusionKind, ObservationName, VerdictKind
 
-SAME, DIFFERS, ORPHANED, INCONCLUSIVE = "same", "differs", "orphaned", "inconclusive"
+# What one name's evidence says: the verdicts' words, and the conclusion's for a name the release gives nothing to
+SAME, DIFFERS, INCONCLUSIVE = VerdictKind.SAME, VerdictKind.DIFFERS, VerdictKind.INCONCLUSIVE
+ORPHANED = ConclusionKind.ORPHANED
 # Attributes whose effect the probes cannot see, and why: a round trip of the class's own checkpoint cannot show that
 # deleting one that decides how a checkpoint with other keys loads (a base model's, another library's, an older
 # release's) changes nothing; transformers takes the input `main_input_name` names as the model's own (`generate`,
@@ -63,8 +66,9 @@ WITH_REST = "the rest as shipped"  # X deleted, the other audited names kept
 WITHOUT_REST = "the rest deleted"  # X kept alone, the other audited names deleted
 TOGETHER = "deleted together"  # X and the other names judged redundant one by one, deleted at once
 JOINED = ", "  # between the names of the variant that deletes several (`base without A, B`), as variants names it
-ERROR, WARNINGS, REACHED, INCONCLUSIVE_OBSERVATION = "error", "warnings", "reached", "inconclusive"
-LINES = "lines"  # as shipped: per audited name and unit of its code, the statements that ran
+ERROR, WARNINGS, REACHED = ObservationName.ERROR, ObservationName.WARNINGS, ObservationName.REACHED
+INCONCLUSIVE_OBSERVATION = ObservationName.INCONCLUSIVE
+LINES = ObservationName.LINES  # as shipped: per audited name and unit of its code, the statements that ran
 
 
 @dataclass(frozen=True)
