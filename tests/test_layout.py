@@ -1,0 +1,39 @@
+"""The layout stays readable: every module has its line in the README's Layout table, and no module of the host or
+shared packages grows past 500 lines (one idea per module)."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import ROOT
+
+PACKAGE = ROOT / "src" / "compat_matrix"
+LIMIT = 500  # lines of one module of host/ or shared/
+
+
+def modules() -> list[str]:
+    return sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_every_module_has_its_line_in_the_readme_layout():
+    """A row names a module by its path (`host/plan.py`), or a package by its folder and, in the same row, each of its
+    modules by name (`cell/probes/` … `checkpointing`, `generic`); a package's `__init__` goes with its folder."""
+    layout = (ROOT / "README.md").read_text(encoding="utf-8").split("### Layout", 1)[1].split("\n## ", 1)[0]
+    rows = [set(re.findall(r"`([\w/.]+)`", row)) for row in layout.splitlines() if row.startswith("| `")]
+
+    def named(module: str) -> bool:
+        folder, _, file = module.rpartition("/")
+        stem = file.removesuffix(".py")
+        return any(module in row or (f"{folder}/" in row and (stem in row or stem == "__init__")) for row in rows)
+
+    assert [m for m in modules() if not named(m)] == []
+
+
+def test_no_module_of_the_host_or_shared_is_over_500_lines():
+    long = {
+        m: n
+        for m in modules()
+        if m.startswith(("host/", "shared/"))
+        and (n := len((PACKAGE / m).read_text(encoding="utf-8").splitlines())) > LIMIT
+    }
+    assert long == {}
