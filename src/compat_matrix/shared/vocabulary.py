@@ -82,10 +82,10 @@ class AdviceKind(StrEnum):
 class ObservationName(StrEnum):
     """The observations every probe call may make besides its own values (as compat_matrix.cell.probes names them)."""
 
-    ERROR = "error"  # an exception the probe raised
-    WARNINGS = "warnings"  # the warnings raised while it ran
-    REACHED = "reached"  # the audited methods whose code ran
-    LINES = "lines"  # as shipped: which statements of the audited methods' code ran
+    ERROR = "error"  # an exception the probe raised: type and first line of the message
+    WARNINGS = "warnings"  # Python warnings and transformers' logger warnings raised while it ran
+    REACHED = "reached"  # the audited methods whose code ran (the runner records it)
+    LINES = "lines"  # as shipped: which statements of the audited methods' code ran (the runner records it)
     INCONCLUSIVE = "inconclusive"  # why the probe observed nothing meaningful
 
 
