@@ -1,6 +1,6 @@
 """The tested releases as values, and runs of neighbours that read alike.
 
-    Release(package, installed, requested)   one axis package of a row: what its cell installed (as the environment
+    Release.of(package, installed, asked)    one axis package of a row: what its cell installed (as the environment
                                              wrote it) and what was asked for, with its `version`, `label` and
                                              whether it is an early warning (compat_matrix.host.prerelease)
     Label(releases)                          a row's label (`transformers 5.24.0`): the text the report shows and
