@@ -165,7 +165,7 @@ def probes_per_variant(subject) -> dict[str, int]:
 # seconds: without watching which audited names run, and watching them (compat_matrix.cell.tracing).
 WATCHING = """
 import inspect, os, platform, sys, time
-from compat_matrix.cell import runner, tracing
+from compat_matrix.cell import runner, subject, tracing
 from compat_matrix.cell.factory import default_factory, load_callable
 from compat_matrix.cell.observe import call_probe
 from compat_matrix.cell.probes import PREWARM, Build, prepare, prewarm, probes_for
@@ -173,7 +173,7 @@ prewarm(PREWARM)
 runner.rehearse(300)
 cls, methods = load_callable(sys.argv[1]), tuple(sys.argv[2].split(","))
 prepare(methods)
-probes, build = probes_for(methods, runner.subject_kind(cls)), Build(default_factory, cls, methods)
+probes, build = probes_for(methods, subject.subject_kind(cls)), Build(default_factory, cls, methods)
 def once(names):
     start = time.process_time()
     for probe in probes:
@@ -182,7 +182,7 @@ def once(names):
 if os.fork() == 0:
     once(None)
     plain = min(once(None) for _ in range(3))  # the code as it ships, nothing watched
-    runner.watch(cls, methods)  # as a subject's child does before its variants fork: instrumented copies
+    subject.watch(cls, methods)  # as a subject's child does before its variants fork: instrumented copies
     watched = {name: tracing.bodies(inspect.getattr_static(cls, name)) for name in methods}
     once(watched)
     seen = min(once(watched) for _ in range(3))  # as the class as shipped runs: which names and statements ran

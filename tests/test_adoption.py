@@ -344,7 +344,7 @@ FAKE = {
 }
 DISCOVER = """
 import json, sys
-from compat_matrix.cell.runner import discover, misspelt
+from compat_matrix.cell.discovery import discover, misspelt
 from mylib.models import MyModel
 found = discover("mylib", (), ("mylib.legacy", "OldModel"))
 print(json.dumps([found.to_json(), misspelt(MyModel, ("tie_weight", "config_clas", "tie_weights", "save"))]))

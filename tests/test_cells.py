@@ -59,7 +59,7 @@ def test_local_projects_are_reinstalled(tmp_path):
 
 def test_runner_request_carries_subjects_and_packages():
     matrix = spec(Axis("transformers", ("5.x",)))
-    request = runner_request(matrix, cells(matrix)[0])
+    request = runner_request(matrix, cells(matrix)[0]).to_json()
     assert request["subjects"] == [
         {"target": "a.b:C", "methods": ["m"], "factory": None, "tests": [], "inputs": None, "exclude": []}
     ]
@@ -77,7 +77,7 @@ def test_pytest_is_installed_only_when_a_subject_names_tests(tmp_path):
     loaded = load(matrix)
     (cell,) = cells(loaded)
     assert "pytest" in install_args(loaded, cell)
-    request = runner_request(loaded, cell)
+    request = runner_request(loaded, cell).to_json()
     assert request["subjects"][0]["tests"] == [f"{tmp_path}/tests/test_x.py::TestX"] and request["mutants"] is True
 
 

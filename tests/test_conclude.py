@@ -214,7 +214,7 @@ def test_a_name_one_release_discovers_and_another_does_not_is_orphaned_there():
 def test_on_stand_ins_or_a_model_with_nothing_in_it_the_advice_is_review_never_delete():
     from dataclasses import replace
 
-    from compat_matrix.cell.runner import ABSTRACT, STAND_IN, caveat
+    from compat_matrix.cell.subject import ABSTRACT, STAND_IN, caveat
     from compat_matrix.host.wording import caution, reason
 
     assert caveat("trainer", None, 22_688) == STAND_IN  # no factory: a tiny model on rows of token ids

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix.cell.runner import unloadable
+from compat_matrix.cell.subject import unloadable
 from compat_matrix.host import factories, fingerprints, wording
 from compat_matrix.host.spec import MatrixError, load
 

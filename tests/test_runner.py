@@ -17,15 +17,9 @@ from compat_matrix.cell import forks, tracing
 from compat_matrix.cell.forks import forked, forked_each
 from compat_matrix.cell.observe import ProbeTimeout, call_probe
 from compat_matrix.cell.probes import Inconclusive, Probe
-from compat_matrix.cell.runner import (
-    Ask,
-    _to_run,
-    covering,
-    discover_overrides,
-    load_probe_modules,
-    pair,
-    run_isolated,
-)
+from compat_matrix.cell.discovery import covering, discover_overrides
+from compat_matrix.cell.runner import load_probe_modules
+from compat_matrix.cell.subject import Ask, _to_run, pair, run_isolated
 
 
 class Root:
@@ -338,7 +332,7 @@ class Shrinkable(Tiny):
 
 def test_a_subject_the_default_factory_cannot_build_is_labelled_unless_only_the_override_breaks_it(tmp_path):
     from compat_matrix.cell import tiny
-    from compat_matrix.cell.runner import unbuildable
+    from compat_matrix.cell.subject import unbuildable
 
     def never(cls):
         raise tiny.CouldNotBuild(cls, "ValueError: no tiny size fits")

@@ -13,7 +13,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from compat_matrix.host.cells import Cell, install_args, runner_request
 from compat_matrix.host.envs import BYTECODE, environment_for, failed_result, install
@@ -22,6 +21,7 @@ from compat_matrix.host.folders import result_path
 from compat_matrix.host.progress import PROBING, STARTED, state_path, write_state
 from compat_matrix.host.spec import MatrixSpec
 from compat_matrix.host.uv import installer_reason
+from compat_matrix.shared.request import CellRequest
 from compat_matrix.shared.results import (
     CRASHED,
     TIMED_OUT,
@@ -55,7 +55,7 @@ def run_cell(
     start = time.monotonic()
     args, request = install_args(spec, cell, pins), runner_request(spec, cell)
     environment = installed_key(spec, args, reports)
-    key = fingerprint(environment, suite_key(), inputs_key(spec), json.dumps(request, sort_keys=True))
+    key = fingerprint(environment, suite_key(), inputs_key(spec), json.dumps(request.to_json(), sort_keys=True))
     previous = _previous(out) if cached else None
     if previous is not None and previous.status == Status.OK and previous.cache_key == key:
         result = replace(previous, reused=True)
@@ -85,12 +85,12 @@ def _previous(path: Path) -> CellResult | None:
 
 
 def _probe(
-    spec: MatrixSpec, cell: Cell, python: Path, asked: dict[str, Any], out: Path, deadline: float, started: float
+    spec: MatrixSpec, cell: Cell, python: Path, asked: CellRequest, out: Path, deadline: float, started: float
 ) -> CellResult:
     """The probe runner run in the environment of `python` with the request `asked`, to its end or the deadline."""
     write_state(out, PROBING, started)
     request = out.with_suffix(".request.json")
-    write_json_atomic(request, asked)
+    write_json_atomic(request, asked.to_json())
     # The runner writes a file of its own: the result file appears once, whole, with its fingerprint and duration,
     # so whoever watches the run tells each cell once.
     raw = out.with_suffix(".runner.json")

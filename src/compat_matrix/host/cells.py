@@ -10,9 +10,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from compat_matrix.host.spec import PYTHON, MatrixSpec, axis_requirement, is_local, local_name
+from compat_matrix.shared.request import CellRequest, SubjectRequest
 
 FILENAME_LIMIT = 150  # characters of a result file's name, well below the file systems' 255 bytes
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
@@ -113,26 +113,20 @@ def local_requirements(spec: MatrixSpec) -> list[Path]:
     return [Path(r) for r in spec.installs if is_local(r)]
 
 
-def runner_request(spec: MatrixSpec, cell: Cell) -> dict[str, Any]:
-    """The JSON the in-environment runner reads."""
-    return {
-        "matrix": spec.name,
-        "cell": cell.id,
-        "requested": cell.requested,
-        "packages": list(spec.packages),
-        "timeout": spec.timeout,
-        "probes": list(spec.probes),
-        "rootdir": str(spec.path.parent),
-        "mutants": spec.mutants,
-        "subjects": [
-            {
-                "target": s.target,
-                "methods": list(s.methods),
-                "factory": s.factory,
-                "tests": list(s.tests),
-                "inputs": s.inputs,
-                "exclude": list(s.exclude),
-            }
-            for s in spec.subjects
-        ],
-    }
+def runner_request(spec: MatrixSpec, cell: Cell) -> CellRequest:
+    """What the in-environment runner is asked (its request file is `.to_json()`)."""
+    subjects = tuple(
+        SubjectRequest(s.target, tuple(s.methods), s.factory, tuple(s.tests), s.inputs, tuple(s.exclude))
+        for s in spec.subjects
+    )
+    return CellRequest(
+        spec.name,
+        cell.id,
+        dict(cell.requested),
+        tuple(spec.packages),
+        subjects,
+        spec.timeout,
+        tuple(spec.probes),
+        str(spec.path.parent),
+        spec.mutants,
+    )
