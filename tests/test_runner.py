@@ -14,10 +14,10 @@ from collections.abc import Callable
 import pytest
 
 from compat_matrix.cell import forks, tracing
+from compat_matrix.cell.discovery import covering, discover_overrides
 from compat_matrix.cell.forks import forked, forked_each
 from compat_matrix.cell.observe import ProbeTimeout, call_probe
 from compat_matrix.cell.probes import Inconclusive, Probe
-from compat_matrix.cell.discovery import covering, discover_overrides
 from compat_matrix.cell.runner import load_probe_modules
 from compat_matrix.cell.subject import Ask, _to_run, pair, run_isolated
 

@@ -6,8 +6,9 @@ import pickle
 
 import pytest
 
+from compat_matrix.cell import shrink as rules
 from compat_matrix.cell import tiny
-from compat_matrix.cell.tiny import TARGETS, shrink
+from compat_matrix.cell.shrink import TARGETS, shrink
 
 LLAMA = {
     "model_type": "llama",
@@ -82,7 +83,7 @@ LLAMA = {
     ],
 )
 def test_kind_of(name: str, kind: str | None) -> None:
-    assert tiny.kind_of(name) == kind
+    assert rules.kind_of(name) == kind
 
 
 def test_a_llama_config_shrinks_to_the_targets_and_keeps_the_rest() -> None:
@@ -250,7 +251,7 @@ def test_width_multipliers_shrink_as_floats() -> None:
 
 
 def test_smaller_targets_make_it_narrower_still() -> None:
-    assert shrink(LLAMA, targets=tiny.SMALLER)["hidden_size"] == tiny.SMALLER["hidden"]
+    assert shrink(LLAMA, targets=rules.SMALLER)["hidden_size"] == rules.SMALLER["hidden"]
 
 
 def test_labels_names_and_private_keys_stay() -> None:
