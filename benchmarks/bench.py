@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from compat_matrix.cell.probes import PREWARM  # noqa: E402
 from compat_matrix.host import cell_run, cells, envs, package_index, resolve, spec, uv  # noqa: E402
-from compat_matrix.host.cells import result_path  # noqa: E402
+from compat_matrix.host.folders import result_path  # noqa: E402
 from compat_matrix.shared.results import read_cell_result  # noqa: E402
 
 MATRIX = ROOT / "matrix" / "char-causal-lm-checkpointing.toml"

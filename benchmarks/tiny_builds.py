@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from compat_matrix.cell import tiny
+from compat_matrix.cell import shrink, tiny
 
 MODEL_CLASS = re.compile(r"(Model|LMHeadModel|For[A-Z]\w+)$")
 HANG = 60  # seconds; a build still running by then is recorded as hung, and the next one starts
@@ -94,7 +94,7 @@ def forward(model: Any) -> str | None:
     signal.alarm(HANG)
     try:
         with torch.no_grad():
-            ids = torch.randint(0, tiny.KEPT_IDS // 2, (1, 8))
+            ids = torch.randint(0, shrink.KEPT_IDS // 2, (1, 8))
             decoder = {"decoder_input_ids": ids} if getattr(model.config, "is_encoder_decoder", False) else {}
             model.eval()(input_ids=ids, **decoder)
     except BaseException as exc:
