@@ -107,23 +107,25 @@ def variant_of(matrix: Path, folder: Path, name: str, transformers: list[str] | 
     return path
 
 
-def figures(values: list[float], base: float) -> str:
-    said = ", ".join(f"{v:.1f}" for v in values)
-    ratios = ", ".join(f"{v / base:.2f}" for v in values)
-    return f"{said} s   ratio to floor {ratios}"
-
-
 def warm_against_floor(matrix: Path, folder: Path, label: str, repeat: int, show) -> list[Path]:
-    """Warm up the matrix's cells, measure its floor, then the warm run `repeat` times; the folders of the runs."""
+    """Warm up the matrix's cells, then `repeat` times its floor and its warm run side by side, each run's ratio to
+    the floor measured just before it (other work on the machine then weighs on both alike); the runs' folders."""
     module = spec.load(matrix).subjects[0].target.split(":")[0]
     nox_matrix(matrix, folder / "warmup")  # environments exist, are installed and hold their bytecode
     pythons = cell_pythons(spec.load(matrix), folder / "warmup")
-    base = floor(pythons, module)
-    show(f"floor: {label} ({len(pythons)} cells), one import each from bytecode, {LANES} lanes", f"{base:6.1f} s")
     runs = [folder / f"warm-{index}" for index in range(repeat)]
-    seconds = [nox_matrix(matrix, run) for run in runs]
-    show(f"warm {label}", figures(seconds, base) + " (target <= 1.3)")
+    floors, seconds = [], []
+    for run in runs:
+        floors.append(floor(pythons, module))
+        seconds.append(nox_matrix(matrix, run))
+    show(f"floor: {label} ({len(pythons)} cells), one import each from bytecode, {LANES} lanes", said(floors))
+    ratios = ", ".join(f"{s / f:.2f}" for s, f in zip(seconds, floors, strict=True))
+    show(f"warm {label}", f"{said(seconds)}   ratio to the floor beside it {ratios} (target <= 1.3)")
     return runs
+
+
+def said(values: list[float]) -> str:
+    return ", ".join(f"{v:.1f}" for v in values) + " s"
 
 
 def breakdown(matrix: Path, reports: Path, wall: float, show) -> None:
