@@ -32,7 +32,7 @@ from compat_matrix.host import health, prerelease, wording
 from compat_matrix.host.baseline import Change, failing
 from compat_matrix.host.collect import Collected
 from compat_matrix.host.conclude import Concluded
-from compat_matrix.host.grid import Grid, Row
+from compat_matrix.host.grid import Grid, Reached, Row
 from compat_matrix.host.overrides import OverrideConclusions, SubjectConclusions
 from compat_matrix.host.range_check import RangeCheck
 from compat_matrix.host.releases import Label, runs
@@ -85,7 +85,7 @@ class Report:
     unmet: tuple[str, ...] = ()
     changes: tuple[Change, ...] | None = None
     fail_on: tuple[ConclusionKind, ...] = ()
-    failed_on: tuple[str, ...] = ()  # `Class.name: harmful on transformers 5.24.0`, per override and conclusion
+    failed_on: tuple[Reached, ...] = ()  # `Class.name: harmful on transformers 5.24.0`, per override and conclusion
     # per module or package target: what the cells found there (newest first)
     found: dict[str, tuple[Discovery, ...]] = field(default_factory=dict)
     # per subject: whether each declared range is honest (where an axis sweeps one)

@@ -135,17 +135,18 @@ def make_report(
     return replace(decided, changes=tuple(compare(baseline, render.report_json(decided))))
 
 
-def reached(decision: grid.Grid, fail_on: Sequence[ConclusionKind], order: Sequence[str]) -> list[str]:
+def reached(decision: grid.Grid, fail_on: Sequence[ConclusionKind], order: Sequence[str]) -> list[grid.Reached]:
     """`CharacterCausalLMWrapper.gradient_checkpointing_enable: harmful on transformers 5.24.0`: every override (in
     the grid's order) that reaches a `fail_on` conclusion on some tested release, once per conclusion; a
     pre-release's column only warns."""
     found = []
     for row in decision.rows:
         for kind in fail_on:
-            labels = [label for label, c in row.override.by_release if c.kind == kind and not early_label(label)]
+            labels = [label for label, c in row.override.oldest_first if c.kind == kind and not early_label(label)]
             if labels:
                 name = wording.name_of(row.override, True, wording.PLAIN)
-                found.append(f"{name}: {kind} on {wording.versions_text(labels, order)}")
+                line = f"{name}: {kind} on {wording.versions_text(labels, order)}"
+                found.append(grid.Reached(row.override, kind, tuple(labels), line))
     return found
 
 
@@ -208,7 +209,7 @@ def write(matrix: Matrix, files: Files, decided: render.Report, results: list[Ce
         decided.changes,
         failed,
         len(results),
-        decided.failed_on,
+        tuple(map(str, decided.failed_on)),
         decided.title,
         glances,
     )
