@@ -63,7 +63,12 @@ def test_fail_on_harmful_exits_1_on_the_default_matrix_and_0_without_5_24(tmp_pa
     assert data["failed_on"] == [FAILED_ENABLE]
     assert data["releases"][0]["id"] == "transformers=5.24.0"  # what failed_on refers to
     markdown = (tmp_path / "reports" / "char-causal-lm-checkpointing.md").read_text()
-    assert "**Fails the run** (`--fail-on harmful`): " in markdown
+    # each fact once: the caution says what breaks and that it fails the run; no --fail-on line says it again
+    assert (
+        "**Caution** (fails the run: `--fail-on harmful`): on transformers 5.24.0, `gradient_checkpointing_enable`"
+        in markdown
+    )
+    assert "**Fails the run**" not in markdown and markdown.count("harmful on") == 0
 
     limited = default_matrix(tmp_path / "limited", ["4.57.x", "5.14.1"])
     assert report(tmp_path / "limited", limited, "--fail-on", "harmful") == exits.OK

@@ -293,11 +293,15 @@ def test_report_with_baseline_adds_the_section_and_csv(tmp_path):
     matrix = one_cell_with_result(tmp_path)
     assert cli.main(["report", "--reports", str(tmp_path), str(matrix)]) == cli.EXIT_OK
     first = (tmp_path / "demo.json").read_text()
-    assert "Changed since baseline" not in (tmp_path / "demo.md").read_text()
+    assert (
+        "Changed since" not in (tmp_path / "demo.md").read_text()
+        and "No change since" not in (tmp_path / "demo.md").read_text()
+    )
     # the committed report as its own baseline: it is read before being rewritten
     code = cli.main(["report", "--reports", str(tmp_path), "--baseline", str(tmp_path / "demo.json"), str(matrix)])
     assert code == cli.EXIT_OK
-    assert "## Changed since baseline\n\nNo changes." in (tmp_path / "demo.md").read_text()
+    said = (tmp_path / "demo.md").read_text()
+    assert said.startswith(f"# No change since `{tmp_path / 'demo.json'}` — CharacterCausalLMWrapper: delete both")
     assert json.loads((tmp_path / "demo.json").read_text())["changes_since_baseline"] == []
     assert json.loads(first)["cells"] == json.loads((tmp_path / "demo.json").read_text())["cells"]
     rows = list(csv.DictReader((tmp_path / "demo.csv").open(newline="")))
@@ -338,5 +342,5 @@ def test_a_folder_of_committed_reports_is_a_baseline_and_the_summary_is_capped(t
     args = ["report", "--reports", str(tmp_path), "--baseline", str(tmp_path), str(matrix)]
     assert cli.main(args) == cli.EXIT_OK  # no earlier report in the folder: no baseline
     assert cli.main([*args, "--summary", str(summary), "--limit", "2000"]) == cli.EXIT_OK
-    assert "## Changed since baseline" in (tmp_path / "demo.md").read_text()
+    assert (tmp_path / "demo.md").read_text().startswith("# No change since ")
     assert len(summary.read_bytes()) <= 2001 and "| transformers 5.10.1" in summary.read_text()

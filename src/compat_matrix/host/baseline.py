@@ -43,6 +43,11 @@ class Change:
     kind: ChangeKind
     row: str  # e.g. "transformers 5.24.0, torch 2.13.0+cpu"
     detail: str
+    # a conclusion that changed, as values: the override (`module:Class`, name) and its conclusion then and now
+    target: str = ""
+    name: str = ""
+    was: str = ""
+    now: str = ""
 
     def to_json(self) -> dict[str, str]:
         return {"kind": self.kind, "row": self.row, "detail": self.detail}
@@ -180,7 +185,8 @@ def _compare_overrides(old: Any, new: Any) -> tuple[list[Change], frozenset[str]
         for release, conclusion in o["by_release"].items():
             previous = was["by_release"].get(release)
             if previous is not None and previous != conclusion:
-                changes.append(Change(CONCLUDED, release, f"{target} {name}: {previous} → {conclusion}"))
+                detail = f"{target} {name}: {previous} → {conclusion}"
+                changes.append(Change(CONCLUDED, release, detail, target, name, previous, conclusion))
     for key, o in before.items():
         if key[0] in judged and key not in after:
             changes.append(Change(GONE_OVERRIDE, "", f"{key[0]} {key[1]}: {_conclusions(o)} → gone"))

@@ -9,6 +9,7 @@
     Label.id                                 the row as the report JSON's release records name it:
                                              `transformers=5.24.0`, `transformers=requested:99.0`
     runs(items, key)                         neighbouring items whose key is equal, as lists
+    axis_of(labels)                          the one package some labels name, for a table's header
 
 Collect makes each row's Label once; the words, the grid and the report read its releases instead of splitting the
 text again. A Label is a `str`, so the labels in a report's JSON (its `by_release` keys, say) are exactly the text.
@@ -137,6 +138,12 @@ class Label(str):
             return str(self)
         first, *rest = self.releases
         return ", ".join([first.shown, *(r.label for r in rest)])
+
+
+def axis_of(labels: Sequence[str]) -> str:
+    """The one package the labels name (`transformers`), else `release`: a table's header for them."""
+    packages = {Label.read(label).package for label in labels}
+    return (packages.pop() or "release") if len(packages) == 1 else "release"
 
 
 def early_label(text: str) -> bool:

@@ -65,7 +65,8 @@ def report(matrix: Matrix, fail_on: Sequence[ConclusionKind] = ()) -> Written:
     """One matrix's report, step by step."""
     results = load_results(matrix.spec, matrix.cells, matrix.reports)
     baseline = load_report(matrix.baseline) if matrix.baseline else None  # checked when the run was planned
-    decided = make_report(matrix.spec, results, baseline, fail_on, matrix.declared)
+    since = display_path(matrix.baseline) if matrix.baseline else None
+    decided = make_report(matrix.spec, results, baseline, fail_on, matrix.declared, since)
     files = rendered(decided)
     return write(matrix, files, decided, results)
 
@@ -81,12 +82,14 @@ def make_report(
     baseline: dict | None = None,
     fail_on: Sequence[ConclusionKind] = (),
     declared: Sequence[Declared] = (),
+    since: str | None = None,
 ) -> render.Report:
     """collect → verdicts → conclusions (per row, then per subject) → the grid, summaries in plain words, the
     overrides that reached a `fail_on` conclusion, what breaks for the class as shipped (the release's health) and
     what the first screen holds, and what changed since `baseline`: everything the files show,
     decided, for render to format. A module or package target stands for the classes the cells found in it;
-    `declared`: the ranges the requirements declare for the axes swept over them."""
+    `declared`: the ranges the requirements declare for the axes swept over them; `since`: the baseline's name, as
+    its reader knows it (its file)."""
     expanded = collect.expand(spec.subjects, results)
     results = [collect.stand_ins(r, expanded) for r in results]
     collected = collect.collect(results, expanded)
@@ -132,7 +135,8 @@ def make_report(
     )
     if baseline is None:
         return decided
-    return replace(decided, changes=tuple(compare(baseline, render.report_json(decided))))
+    changes = tuple(compare(baseline, render.report_json(decided)))
+    return replace(decided, changes=changes, since=since or decided.since)
 
 
 def reached(decision: grid.Grid, fail_on: Sequence[ConclusionKind], order: Sequence[str]) -> list[grid.Reached]:

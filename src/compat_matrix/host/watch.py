@@ -25,8 +25,8 @@ from typing import Any, NamedTuple
 
 from compat_matrix.host import collect, prerelease
 from compat_matrix.host.baseline import labelled, match
+from compat_matrix.host.markup import escape, inline
 from compat_matrix.host.releases import public
-from compat_matrix.host.render import escape, inline
 from compat_matrix.shared.vocabulary import RAN, ConclusionKind, Status
 
 LABEL = "compat-matrix"  # every watch issue has it, so that people can filter
