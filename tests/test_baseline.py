@@ -160,6 +160,6 @@ def test_a_report_of_schema_2_is_a_baseline(tmp_path, capsys):
     new.write_text(json.dumps(with_overrides({"m": {"transformers 5.24.0": "harmful"}})))
     assert cli.main(["diff", str(old), str(new)]) == cli.EXIT_UNMET
     assert f"conclusion changed: transformers 5.24.0: {T} m: redundant → harmful" in capsys.readouterr().out
-    (tmp_path / "other.json").write_text(json.dumps({"schema": 3, "matrix": "demo", "cells": []}))
+    (tmp_path / "other.json").write_text(json.dumps({"schema": 4, "matrix": "demo", "cells": []}))
     assert cli.main(["diff", str(old), str(tmp_path / "other.json")]) == cli.EXIT_BAD_MATRIX
     assert "not a compat-matrix report of schema 1 or 2" in capsys.readouterr().err

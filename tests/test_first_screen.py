@@ -266,7 +266,7 @@ def test_the_json_says_the_health_once_per_class_and_stage():
     assert imported == [
         {
             "target": "rlib.trainers:RewardTrainer",
-            "releases": ["transformers 5.24.0"],
+            "releases": ["transformers=5.24.0"],
             "stage": "import",
             "error": HF_FOLDER.format(v="5.24.0").replace(
                 "/work/x/.nox/cell-5.24.0/lib/python3.11/site-packages/", "site-packages/"

@@ -20,6 +20,15 @@ from test_golden import wrapper_cell
 DEFAULT = ROOT / "matrix" / "char-causal-lm-checkpointing.toml"
 RELEASES = {"4.57.x": "4.57.6", "5.14.1": "5.14.1", "5.x": "5.24.0"}
 ENABLE = "CharacterCausalLMWrapper.gradient_checkpointing_enable"
+WRAPPER = "utf8_tokenizer.char_causal_lm:CharacterCausalLMWrapper"
+EVERYWHERE = ["transformers=4.57.6", "transformers=5.14.1", "transformers=5.24.0"]
+FAILED_ENABLE = {
+    "target": WRAPPER,
+    "name": "gradient_checkpointing_enable",
+    "conclusion": "harmful",
+    "releases": ["transformers=5.24.0"],
+}
+FAILED_EMBEDDINGS = {"target": WRAPPER, "name": "get_input_embeddings", "conclusion": "needed", "releases": EVERYWHERE}
 
 
 def default_matrix(folder: Path, values: list[str]) -> Path:
@@ -51,9 +60,15 @@ def test_fail_on_harmful_exits_1_on_the_default_matrix_and_0_without_5_24(tmp_pa
     assert out[-1] == f"exit 1: 1 check failed: --fail-on: {ENABLE}: harmful on transformers 5.24.0"
     data = json.loads((tmp_path / "reports" / "char-causal-lm-checkpointing.json").read_text())
     assert (data["status"], data["fail_on"]) == ("failing", ["harmful"])
-    assert data["failed_on"] == [f"{ENABLE}: harmful on transformers 5.24.0"]
+    assert data["failed_on"] == [FAILED_ENABLE]
+    assert data["releases"][0]["id"] == "transformers=5.24.0"  # what failed_on refers to
     markdown = (tmp_path / "reports" / "char-causal-lm-checkpointing.md").read_text()
-    assert "**Fails the run** (`--fail-on harmful`): " in markdown
+    # each fact once: the caution says what breaks and that it fails the run; no --fail-on line says it again
+    assert (
+        "**Caution** (fails the run: `--fail-on harmful`): on transformers 5.24.0, `gradient_checkpointing_enable`"
+        in markdown
+    )
+    assert "**Fails the run**" not in markdown and markdown.count("harmful on") == 0
 
     limited = default_matrix(tmp_path / "limited", ["4.57.x", "5.14.1"])
     assert report(tmp_path / "limited", limited, "--fail-on", "harmful") == exits.OK
@@ -64,15 +79,9 @@ def test_fail_on_harmful_exits_1_on_the_default_matrix_and_0_without_5_24(tmp_pa
 @pytest.mark.parametrize(
     ("fail_on", "expected"),
     [
-        ("needed", ["CharacterCausalLMWrapper.get_input_embeddings: needed on transformers 4.57.6 … 5.24.0"]),
+        ("needed", [FAILED_EMBEDDINGS]),
         ("orphaned,could-not-run", []),
-        (
-            "harmful,needed",
-            [
-                f"{ENABLE}: harmful on transformers 5.24.0",
-                "CharacterCausalLMWrapper.get_input_embeddings: needed on transformers 4.57.6 … 5.24.0",
-            ],
-        ),
+        ("harmful,needed", [FAILED_ENABLE, FAILED_EMBEDDINGS]),
     ],
 )
 def test_fail_on_names_each_override_and_conclusion_once(tmp_path, fail_on, expected):
@@ -80,3 +89,4 @@ def test_fail_on_names_each_override_and_conclusion_once(tmp_path, fail_on, expe
     assert report(tmp_path, path, "--fail-on", fail_on) == (exits.UNMET if expected else exits.OK)
     data = json.loads((tmp_path / "reports" / "char-causal-lm-checkpointing.json").read_text())
     assert data["failed_on"] == expected
+    assert data["fail_on"] == fail_on.split(",")  # spelled as on the command line: `could-not-run`

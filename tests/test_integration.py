@@ -47,7 +47,7 @@ def test_every_broken_override_is_caught_where_expected_and_the_controls_stay_sa
         (trip,) = [o for o in advice["observations"] if (o["probe"], o["name"]) == ("disable_round_trip", "layers_on")]
         assert trip["override"] is trip["base"] is False and trip["base_without"]["gradient_checkpointing_enable"]
     (attribute,) = [o for o in report["overrides"] if o["target"].endswith(":TiesNothingByKeys")]
-    by_release = {label.split()[1][:2]: kind for label, kind in attribute["by_release"].items()}
+    by_release = {rid.partition("=")[2][:2]: kind for rid, kind in attribute["by_release"].items()}
     assert by_release == {"4.": "harmful", "5.": "behaves differently"}, attribute  # saving refuses; untied
     (advice,) = [s for s in report["subjects"] if s["target"].endswith(":DisablesOnlyItsOwnEnable")]
     assert not any(line.startswith("gradient_checkpointing_enable: redundant") for line in advice["conclusions"])
@@ -84,7 +84,7 @@ def test_default_matrix_rows_and_a_release_that_does_not_exist(tmp_path):
         line.startswith("get_input_embeddings: needed on transformers 4.57.6") for line in summary["conclusions"]
     )
     overrides = {o["name"]: o for o in report["overrides"]}
-    assert overrides["get_input_embeddings"]["by_release"]["transformers 99.0 (requested)"] == "could not run"
+    assert overrides["get_input_embeddings"]["by_release"]["transformers=requested:99.0"] == "could not run"
     markdown = (tmp_path / "reports" / "char-causal-lm-checkpointing.md").read_text()
     # no Delete while a tested value could not run: the switches read Review, saying where to run them first
     assert markdown.startswith("# CharacterCausalLMWrapper: review 2 of 3 overrides\n")
@@ -187,7 +187,7 @@ def test_real_breakages_get_the_right_advice_per_override_and_release(tmp_path):
 
     def on(subject: str, name: str) -> list[str]:
         by_release = overrides[subject, name]["by_release"]
-        return [by_release[f"transformers {v}"] for v in ("4.45.2", "4.51.3", "4.57.6", "5.0.0", "5.24.0")]
+        return [by_release[f"transformers={v}"] for v in ("4.45.2", "4.51.3", "4.57.6", "5.0.0", "5.24.0")]
 
     def advice(subject: str, name: str) -> str:
         return overrides[subject, name]["advice"]
@@ -197,14 +197,14 @@ def test_real_breakages_get_the_right_advice_per_override_and_release(tmp_path):
     assert on("ValueHeadLM", "tie_weights") == ["redundant"] * 3 + [harmful] * 2
     assert advice("ValueHeadLM", "tie_weights") == "Delete"
     assert on("ValueHeadLM", "_init_weights") == [different] * 5 and advice("ValueHeadLM", "_init_weights") == "Keep"
-    assert overrides["ValueHeadLM", "_init_weights"]["context"]["transformers 5.24.0"] == "the rest deleted"
+    assert overrides["ValueHeadLM", "_init_weights"]["context"]["transformers=5.24.0"] == "the rest deleted"
     # 2 and 4. a model without logits: its hidden states differ while LlamaModel calls the mask; orphaned from 4.53
     assert on("BidirectionalLlama", "_update_causal_mask") == [different] * 2 + [orphaned] * 3
     assert advice("BidirectionalLlama", "_update_causal_mask") == "Port"
     assert "port what it did" in overrides["BidirectionalLlama", "_update_causal_mask"]["reason"]
-    assert overrides["BidirectionalLlama", "_update_causal_mask"]["first_changed"] == "transformers 4.57.6"
+    assert overrides["BidirectionalLlama", "_update_causal_mask"]["first_changed"] == "transformers=4.57.6"
     (error,) = overrides["ValueHeadLM", "tie_weights"]["errors"][:1]
-    assert (error["release"], error["variant"], error["type"]) == ("transformers 5.0.0", "override", "TypeError")
+    assert (error["release"], error["variant"], error["type"]) == ("transformers=5.0.0", "override", "TypeError")
     assert "recompute_mapping" in error["message"] and error["observations"]
     # 3. a Trainer subclass: the doubled loss on 4.45; from 4.46 training raises TypeError, but up to 4.56 evaluation
     # still calls it as written and doubles its loss (not safe to delete there); from 4.57 evaluation raises too
@@ -220,7 +220,7 @@ def test_real_breakages_get_the_right_advice_per_override_and_release(tmp_path):
     subjects = {s["target"].split(":")[1]: s for s in report["subjects"]}
     (generate,) = [line for line in subjects["OwnHeadLM"]["as_shipped"] if "generate" in line]
     assert "AttributeError" in generate and "4.57.6 … 5.24.0" in generate and "4.45.2, 4.51.3" in generate
-    assert "generate (AttributeError" in subjects["OwnHeadLM"]["told_nothing"]
+    assert any(t["why"].startswith("AttributeError") for t in subjects["OwnHeadLM"]["told_nothing"])
     # 7. overrides only a setter, a reload or a forward with more inputs exercises; a tie_weights that ties nothing
     assert (
         on("Backbone", "set_input_embeddings") == [needed] * 5 and advice("Backbone", "set_input_embeddings") == "Keep"
@@ -229,7 +229,7 @@ def test_real_breakages_get_the_right_advice_per_override_and_release(tmp_path):
     assert on("UntiedLM", "tie_weights") == [different] * 5
     assert advice("WithTokenizerLM", "from_pretrained") == advice("UntiedLM", "tie_weights") == "Keep"
     assert on("NeedsSpans", "forward") == ["inconclusive"] * 5  # every forward failed alike: no evidence
-    assert "forward and backward (TypeError" in subjects["NeedsSpans"]["told_nothing"]
+    assert any(t["why"].startswith("TypeError") for t in subjects["NeedsSpans"]["told_nothing"])
     assert on("GivenSpans", "forward") == [different] * 5  # with example inputs, the probes run it
     assert [key for key, o in overrides.items() if o["advice"] == "Delete"] == [("ValueHeadLM", "tie_weights")]
     assert report["counts"] == {"Delete": 1, "Keep": 6, "Review": 1, "Port": 2, "Fix": 1}

@@ -188,7 +188,8 @@ def test_what_a_pre_release_breaks_is_said_but_never_fails_the_run():
     decided = make_report(PRE_SPEC, releases_and(BREAKS), fail_on=(ConclusionKind.HARMFUL,))
     data = render.report_json(decided)
     enable = data["overrides"][0]
-    assert enable["by_release"][f"transformers {RC} (pre-release)"] == "harmful"
+    assert enable["by_release"][f"transformers={RC}"] == "harmful"
+    assert {r["id"]: r["early"] for r in data["releases"]}[f"transformers={RC}"] is True
     assert decided.failed_on == () and data["status"] == "ok"
     assert "on transformers 5.25.0rc1 (pre-release), `gradient_checkpointing_enable` breaks" in render.markdown(decided)
 

@@ -134,7 +134,7 @@ def test_hostile_text_cannot_break_a_table_row():
 
 def test_json_has_every_contract_key():
     _, data = rendered()
-    assert data["schema"] == 2 and data["matrix"] == "demo"
+    assert data["schema"] == 3 and data["matrix"] == "demo"
     assert data["title"] == "CharacterCausalLMWrapper: review both overrides"  # no Delete: 99.0 could not run
     assert data["status"] == "could not run"  # 99.0 did not install
     assert data["counts"] == {"Delete": 0, "Keep": 0, "Review": 2, "Port": 0, "Fix": 0}
@@ -144,25 +144,25 @@ def test_json_has_every_contract_key():
         "name": METHODS[0],
         "kind": "method",
         "by_release": {
-            "transformers 4.57.6": "redundant",
-            "transformers 5.9.0": "redundant",
-            "transformers 5.10.1": "harmful",
-            "transformers 99.0 (requested)": "could not run",
+            "transformers=4.57.6": "redundant",
+            "transformers=5.9.0": "redundant",
+            "transformers=5.10.1": "harmful",
+            "transformers=requested:99.0": "could not run",
         },
         "context": {
-            "transformers 4.57.6": "the rest as shipped",
-            "transformers 5.9.0": "the rest as shipped",
-            "transformers 5.10.1": "the rest as shipped",
+            "transformers=4.57.6": "the rest as shipped",
+            "transformers=5.9.0": "the rest as shipped",
+            "transformers=5.10.1": "the rest as shipped",
         },
         "advice": "Review",
         "reason": "redundant on 4.57.6, 5.9.0; harmful on 5.10.1, but it could not run on 99.0 (requested): delete it "
         "once it runs there",
         "caveat": None,
-        "first_changed": "transformers 5.10.1",
-        "last_same": "transformers 5.9.0",
+        "first_changed": "transformers=5.10.1",
+        "last_same": "transformers=5.9.0",
         "errors": [
             {
-                "release": "transformers 5.10.1",
+                "release": "transformers=5.10.1",
                 "variant": "override",
                 "type": "ValueError",
                 "message": HOSTILE.split(": ", 1)[1],
@@ -171,13 +171,24 @@ def test_json_has_every_contract_key():
         ],
         "deprecated": None,
     }
-    assert (disable["first_changed"], disable["last_same"]) == (None, "transformers 5.10.1")
+    assert (disable["first_changed"], disable["last_same"]) == (None, "transformers=5.10.1")
+    releases = {r["id"]: r for r in data["releases"]}
+    assert [r["id"] for r in data["releases"]] == [c["release"] for c in data["cells"]]  # a record per cell, joined
+    assert set(enable["by_release"]) == set(releases)  # every key of by_release is a record's id
+    assert releases["transformers=requested:99.0"] == {
+        "id": "transformers=requested:99.0",
+        "label": "transformers 99.0 (requested)",
+        "versions": {},
+        "requested": {"transformers": "99.0"},
+        "early": False,
+    }
+    assert releases["transformers=5.10.1"]["versions"]["transformers"] == "5.10.1"
     said = [data["title"], data["subjects"], data["overrides"], data["cells"][1]["subjects"][0]["phrase"]]
     said = json.dumps(said, ensure_ascii=False)
     assert "**" not in said and "\\\\_" not in said and "`gradient" not in said  # plain text: no markdown in it
     assert "gradient_checkpointing_enable: redundant 4.57.6, 5.9.0 · harmful 5.10.1" in said
     for cell in data["cells"]:
-        assert {"requested", "resolved", "status", "reason", "subjects"} <= cell.keys()
+        assert {"release", "requested", "resolved", "status", "reason", "subjects"} <= cell.keys()
         for subject in cell["subjects"]:
             assert {"target", "verdict", "observations"} <= subject.keys()
             for o in subject["observations"]:
@@ -282,11 +293,15 @@ def test_report_with_baseline_adds_the_section_and_csv(tmp_path):
     matrix = one_cell_with_result(tmp_path)
     assert cli.main(["report", "--reports", str(tmp_path), str(matrix)]) == cli.EXIT_OK
     first = (tmp_path / "demo.json").read_text()
-    assert "Changed since baseline" not in (tmp_path / "demo.md").read_text()
+    assert (
+        "Changed since" not in (tmp_path / "demo.md").read_text()
+        and "No change since" not in (tmp_path / "demo.md").read_text()
+    )
     # the committed report as its own baseline: it is read before being rewritten
     code = cli.main(["report", "--reports", str(tmp_path), "--baseline", str(tmp_path / "demo.json"), str(matrix)])
     assert code == cli.EXIT_OK
-    assert "## Changed since baseline\n\nNo changes." in (tmp_path / "demo.md").read_text()
+    said = (tmp_path / "demo.md").read_text()
+    assert said.startswith(f"# No change since `{tmp_path / 'demo.json'}` — CharacterCausalLMWrapper: delete both")
     assert json.loads((tmp_path / "demo.json").read_text())["changes_since_baseline"] == []
     assert json.loads(first)["cells"] == json.loads((tmp_path / "demo.json").read_text())["cells"]
     rows = list(csv.DictReader((tmp_path / "demo.csv").open(newline="")))
@@ -327,5 +342,5 @@ def test_a_folder_of_committed_reports_is_a_baseline_and_the_summary_is_capped(t
     args = ["report", "--reports", str(tmp_path), "--baseline", str(tmp_path), str(matrix)]
     assert cli.main(args) == cli.EXIT_OK  # no earlier report in the folder: no baseline
     assert cli.main([*args, "--summary", str(summary), "--limit", "2000"]) == cli.EXIT_OK
-    assert "## Changed since baseline" in (tmp_path / "demo.md").read_text()
+    assert (tmp_path / "demo.md").read_text().startswith("# No change since ")
     assert len(summary.read_bytes()) <= 2001 and "| transformers 5.10.1" in summary.read_text()

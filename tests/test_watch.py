@@ -309,3 +309,16 @@ def test_a_matrix_without_a_baseline_is_watched_from_its_first_committed_report(
     assert cli.main([*args, "--issues", str(tmp_path / "issues.json")]) == cli.EXIT_OK
     out, err = capsys.readouterr()
     assert json.loads(out)[0]["action"] == "nothing" and "m: no baseline in" in err  # nor is an open issue closed
+
+
+def test_the_errors_of_a_schema_3_report_are_found_by_the_release_a_finding_names():
+    """Schema 3 names releases by id (`transformers=5.10.1`); a finding names the row as the report labels it."""
+    from compat_matrix.host import render
+    from compat_matrix.host.report import make_report
+    from test_report import RESULTS, SPEC, TARGET
+
+    new = render.report_json(make_report(SPEC, RESULTS))
+    assert new["schema"] == 3
+    found = Finding("transformers 5.10.1", "", TARGET, ENABLE, "redundant", "harmful")
+    lines = watch.errors(new, [found])
+    assert lines[0] == "**Errors**" and lines[2].startswith("- transformers 5.10.1, `gradient_checkpointing_enable`")

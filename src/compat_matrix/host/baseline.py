@@ -1,7 +1,8 @@
 """Compare two reports (their JSON): versions that appeared or vanished; per audited override, conclusions that
 changed on a release both reports tested (`_init_weights`: redundant → behaves differently on 5.24.0), and overrides
 that are new or gone; then observations that carry a verdict and changed, appeared or vanished. Pure functions over
-the report JSON (schema 1 or 2), so a committed report is a baseline as it is.
+the report JSON (schema 1, 2 or 3), so a committed report is a baseline as it is; schema 3's release ids are read
+as the labels they stand for (`labelled`), so that reports of different schemas compare.
 
 What only informs is left out: `reached`, warnings and every observation that carries no verdict. A subject whose
 reports hold no conclusion per override (schema 1 before it had them) is compared by its verdict per cell.
@@ -26,7 +27,7 @@ from compat_matrix.shared.vocabulary import FAILING_CHANGES, ChangeKind
 NEW, VANISHED, FLIPPED = ChangeKind.NEW, ChangeKind.VANISHED, ChangeKind.FLIPPED
 CHANGED, APPEARED, GONE = ChangeKind.CHANGED, ChangeKind.APPEARED, ChangeKind.GONE
 CONCLUDED, NEW_OVERRIDE, GONE_OVERRIDE = ChangeKind.CONCLUDED, ChangeKind.NEW_OVERRIDE, ChangeKind.GONE_OVERRIDE
-SCHEMAS = (1, 2)  # of the report JSON, both readable as a baseline
+SCHEMAS = (1, 2, 3)  # of the report JSON, each readable as a baseline
 INFORMING = ("reached", "lines", "warnings")  # observations that never fail a baseline check, whatever they carry
 
 
@@ -42,6 +43,11 @@ class Change:
     kind: ChangeKind
     row: str  # e.g. "transformers 5.24.0, torch 2.13.0+cpu"
     detail: str
+    # a conclusion that changed, as values: the override (`module:Class`, name) and its conclusion then and now
+    target: str = ""
+    name: str = ""
+    was: str = ""
+    now: str = ""
 
     def to_json(self) -> dict[str, str]:
         return {"kind": self.kind, "row": self.row, "detail": self.detail}
@@ -131,11 +137,32 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
     pairs, added, removed = match(old["cells"], new["cells"])
     changes = [Change(NEW, label(c, new["cells"]), "") for c in added]
     changes += [Change(VANISHED, label(c, old["cells"]), "") for c in removed]
-    concluded, judged = _compare_overrides(old.get("overrides"), new.get("overrides"))
+    concluded, judged = _compare_overrides(labelled(old).get("overrides"), labelled(new).get("overrides"))
     changes += concluded
     for before, after in pairs:
         changes += _compare_cell(label(after, new["cells"]), before, after, judged)
     return sorted(changes, key=lambda c: list(ChangeKind).index(c.kind))
+
+
+RELEASE_KEYED = ("by_release", "context")  # an override's records keyed by release
+
+
+def labelled(report: dict[str, Any]) -> dict[str, Any]:
+    """`report` with its overrides' releases (`by_release` keys, `context` keys, `errors[].release`) as the labels
+    of schema 2 (`transformers 5.24.0`), where schema 3 names them by id (`transformers=5.24.0`); as it is
+    otherwise."""
+    if not isinstance(report.get("releases"), list) or not isinstance(report.get("overrides"), list):
+        return report
+    labels = {r["id"]: r["label"] for r in report["releases"]}
+
+    def relabelled(override: dict[str, Any]) -> dict[str, Any]:
+        keyed = {
+            key: {labels.get(k, k): v for k, v in override.get(key, {}).items()} for key in ("by_release", "context")
+        }
+        errors = [{**e, "release": labels.get(e.get("release"), e.get("release"))} for e in override.get("errors", ())]
+        return {**override, **keyed, "errors": errors}
+
+    return {**report, "overrides": [relabelled(o) for o in report["overrides"]]}
 
 
 def _compare_overrides(old: Any, new: Any) -> tuple[list[Change], frozenset[str]]:
@@ -158,7 +185,8 @@ def _compare_overrides(old: Any, new: Any) -> tuple[list[Change], frozenset[str]
         for release, conclusion in o["by_release"].items():
             previous = was["by_release"].get(release)
             if previous is not None and previous != conclusion:
-                changes.append(Change(CONCLUDED, release, f"{target} {name}: {previous} → {conclusion}"))
+                detail = f"{target} {name}: {previous} → {conclusion}"
+                changes.append(Change(CONCLUDED, release, detail, target, name, previous, conclusion))
     for key, o in before.items():
         if key[0] in judged and key not in after:
             changes.append(Change(GONE_OVERRIDE, "", f"{key[0]} {key[1]}: {_conclusions(o)} → gone"))

@@ -63,6 +63,21 @@ class Grid:
         return {str(kind): counted.get(kind, 0) for kind in AdviceKind}
 
 
+@dataclass(frozen=True)
+class Reached:
+    """An override that reached a `--fail-on` conclusion: where (`labels`, oldest first; a pre-release's column
+    only warns, so never one) and the line the report says it in
+    (`CharacterCausalLMWrapper.gradient_checkpointing_enable: harmful on transformers 5.24.0`)."""
+
+    override: OverrideConclusions
+    kind: ConclusionKind
+    labels: tuple[str, ...]
+    line: str
+
+    def __str__(self) -> str:
+        return self.line
+
+
 def overrides(subject: SubjectConclusions) -> tuple[OverrideConclusions, ...]:
     """The subject's audited overrides; for a subject with none, one nameless row of its own conclusions."""
     if subject.overrides:

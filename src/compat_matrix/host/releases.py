@@ -6,7 +6,10 @@
     Label(releases)                          a row's label (`transformers 5.24.0`): the text the report shows and
                                              keys its tables and JSON with, carrying the releases it was made from
     Label.read(text)                         a label known only as text (an earlier report's JSON), read once
+    Label.id                                 the row as the report JSON's release records name it:
+                                             `transformers=5.24.0`, `transformers=requested:99.0`
     runs(items, key)                         neighbouring items whose key is equal, as lists
+    axis_of(labels)                          the one package some labels name, for a table's header
 
 Collect makes each row's Label once; the words, the grid and the report read its releases instead of splitting the
 text again. A Label is a `str`, so the labels in a report's JSON (its `by_release` keys, say) are exactly the text.
@@ -61,6 +64,12 @@ class Release:
         return f"{self.package} {self.shown}"
 
     @property
+    def id(self) -> str:
+        """`transformers=5.24.0` (as installed: `torch=2.13.0+cpu`), `transformers=requested:99.0` where nothing
+        was installed: a key for machines, with no words that only display."""
+        return f"{self.package}={self.installed}" if self.installed else f"{self.package}={REQUESTED}:{self.requested}"
+
+    @property
     def rank(self) -> tuple[int, Version]:
         """Where it goes among the releases of its package: by version; a series asked for (`5.x`) after every
         release of it, and `pre` asked for after everything."""
@@ -107,6 +116,12 @@ class Label(str):
         return cls(releases, text)
 
     @property
+    def id(self) -> str:
+        """The row as the report JSON's release records name it: each release's id, `,` between them
+        (`transformers=5.14.1,torch=2.13.0+cpu`); text that is no label, as it is."""
+        return ",".join(r.id for r in self.releases) if self.releases else str(self)
+
+    @property
     def early(self) -> bool:
         """Whether the row is an early warning: a pre-release was installed, or `pre` asked for."""
         return any(r.early for r in self.releases)
@@ -123,6 +138,12 @@ class Label(str):
             return str(self)
         first, *rest = self.releases
         return ", ".join([first.shown, *(r.label for r in rest)])
+
+
+def axis_of(labels: Sequence[str]) -> str:
+    """The one package the labels name (`transformers`), else `release`: a table's header for them."""
+    packages = {Label.read(label).package for label in labels}
+    return (packages.pop() or "release") if len(packages) == 1 else "release"
 
 
 def early_label(text: str) -> bool:

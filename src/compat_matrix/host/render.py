@@ -22,20 +22,18 @@ from __future__ import annotations
 import csv
 import html
 import io
-import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from compat_matrix.host import first_screen as screens
-from compat_matrix.host import health, prerelease, wording
+from compat_matrix.host import health, prerelease, since, wording
 from compat_matrix.host.baseline import Change, failing
 from compat_matrix.host.collect import Collected
 from compat_matrix.host.conclude import Concluded
-from compat_matrix.host.grid import Grid, Row
+from compat_matrix.host.grid import Grid, Reached, Row
+from compat_matrix.host.markup import Md, escape, inline, table
 from compat_matrix.host.overrides import OverrideConclusions, SubjectConclusions
 from compat_matrix.host.range_check import RangeCheck
-from compat_matrix.host.releases import Label, runs
+from compat_matrix.host.releases import axis_of, runs
 from compat_matrix.host.report_json import SCHEMA as SCHEMA  # the JSON in a module of its own; read here too
 from compat_matrix.host.report_json import override_json as override_json
 from compat_matrix.host.report_json import report_json as report_json
@@ -85,13 +83,14 @@ class Report:
     unmet: tuple[str, ...] = ()
     changes: tuple[Change, ...] | None = None
     fail_on: tuple[ConclusionKind, ...] = ()
-    failed_on: tuple[str, ...] = ()  # `Class.name: harmful on transformers 5.24.0`, per override and conclusion
+    failed_on: tuple[Reached, ...] = ()  # `Class.name: harmful on transformers 5.24.0`, per override and conclusion
     # per module or package target: what the cells found there (newest first)
     found: dict[str, tuple[Discovery, ...]] = field(default_factory=dict)
     # per subject: whether each declared range is honest (where an axis sweeps one)
     ranges: dict[str, tuple[RangeCheck, ...]] = field(default_factory=dict)
     health: tuple[health.Breakage, ...] = ()  # what breaks for the class as shipped (or the cell), and where
     screen: screens.Screen | None = None  # what the first screen holds; None: the whole grid, nothing grouped
+    since: str = "the baseline"  # what `changes` compare with, as its reader names it (`reports/<name>.json`)
 
     @property
     def first(self) -> screens.Screen:
@@ -125,38 +124,6 @@ class Report:
         if any(c.status != Status.OK for c in cells) or any(not r.verdict.ran for r in rows):
             return COULD_NOT_RUN
         return FAILING if self.unmet or self.failed_on or failing(list(self.changes or ())) else OK
-
-
-class Md(str):
-    """A table cell already written as markdown (code spans, emphasis): `table` only keeps it in its row."""
-
-
-_MARKUP = re.compile(r"([\\*_\[\]~])")
-
-
-def escape(text: Any) -> str:
-    """Make any text safe inside a markdown table cell (or a line of its own): no `|`, newline, HTML or code span
-    can break the row, and no emphasis, link or strikethrough can start in it."""
-    text = html.escape(str(text), quote=False).replace("`", "&#96;").replace("|", "&#124;")
-    text = _MARKUP.sub(r"\\\1", text)
-    return "<br>".join(line.strip() for line in text.splitlines()) or " "
-
-
-def inline(text: str) -> str:
-    """A sentence of the report's own, whose backticks mark code, made safe: no HTML, no `|`, one line."""
-    return " ".join(html.escape(text, quote=False).replace("|", "&#124;").split())
-
-
-def table(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> str:
-    """A GitHub-flavoured markdown table without padding; every cell escaped once (an `Md` cell is markdown already:
-    only HTML, `|` and line breaks are made safe)."""
-
-    def safe(cell: Any) -> str:
-        return (inline(cell) or " ") if isinstance(cell, Md) else escape(cell)
-
-    lines = ["| " + " | ".join(safe(h) if h else " " for h in header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(safe(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 MERGE_ABOVE = 5  # rows: a longer probe-summary table gives neighbours that read alike one row
@@ -201,19 +168,24 @@ def versions_table(collected: Collected) -> str:
 
 
 def markdown(report: Report) -> str:
-    out = [f"# {inline(report.title_in(MARKDOWN))}", ""]
-    out += health_lines(report)
+    """The report; against a baseline, as compat_matrix.host.since lays it out: what changed first, this collapsed."""
+    title = inline(report.title_in(MARKDOWN))
+    if report.changes is None:
+        return "\n".join([f"# {title}", "", *body(report)]) + "\n"
+    return "\n".join(since.comment(report, title, body(report))) + "\n"
+
+
+def body(report: Report) -> list[str]:
+    """The report below its title."""
+    out = health_lines(report)
     if report.unmet:
         out += ["**Unmet expectations**", "", *(f"- {escape(line)}" for line in report.unmet), ""]
-    if report.failed_on:
+    unsaid = [f for f in report.failed_on if not said_by_caution(report, f)]
+    if unsaid:
         kinds = ",".join(kind.option for kind in report.fail_on)
-        out += [f"**Fails the run** (`--fail-on {kinds}`): " + "; ".join(escape(x) for x in report.failed_on), ""]
+        out += [f"**Fails the run** (`--fail-on {kinds}`): " + "; ".join(escape(x) for x in unsaid), ""]
     out += first_screen(report)
     out += context_lines(report)
-    if report.changes is not None:
-        out += ["## Changed since baseline", ""]
-        out += [f"- {escape(str(c))}" for c in report.changes] or ["No changes."]
-        out += [""]
     out += summary_tables(report)
     out += whole_grid(report)
     for subject in sorted(report.meta.subjects, key=lambda s: _first_row(report.grid, s.target)):
@@ -223,7 +195,19 @@ def markdown(report: Report) -> str:
         newer = report.meta.exclude_newer
         out += [f"Releases as of {newer} (`exclude_newer`): uploaded later, they were left out.", ""]
     out += ["</details>", "", *reproduce(report.meta)]
-    return "\n".join(out) + "\n"
+    return out
+
+
+def said_by_caution(report: Report, found: Reached) -> bool:
+    """Whether the caution line says what `found` says: it names every harmful override, where it breaks."""
+    return found.kind == ConclusionKind.HARMFUL and bool(caution_of(report))
+
+
+def caution_of(report: Report) -> str:
+    grid = report.first.full
+    fails = ",".join(f.kind.option for f in report.failed_on if f.kind == ConclusionKind.HARMFUL)
+    overrides = [row.override for row in grid.rows]
+    return wording.caution(overrides, report.order, grid.several, above=said_errors(report), fails=fails)
 
 
 def context_lines(report: Report) -> list[str]:
@@ -273,7 +257,7 @@ def first_screen(report: Report) -> list[str]:
     grid = screen.full
     overrides = [row.override for row in grid.rows]
     out = []
-    caution = wording.caution(overrides, order, grid.several, above=said_errors(report))
+    caution = caution_of(report)
     if caution:
         out += [inline(caution), ""]
     out += grid_table(report, screen.grid) if screen.grid.rows else []
@@ -329,7 +313,7 @@ def summary_tables(report: Report) -> list[str]:
             for subject, shown in tables
             for row in merged(shown, axis=False)
         ]
-        out += [BASE_MEANING, "", table(["class", _axis(report.order), *COLUMNS.values()], rows), ""]
+        out += [BASE_MEANING, "", table(["class", axis_of(report.order), *COLUMNS.values()], rows), ""]
     for subject in subjects:
         seen = report.summaries[subject.target].tests
         if seen is not None:
@@ -345,7 +329,7 @@ def evidence_section(report: Report, subject: Subject) -> list[str]:
     several = report.grid.several
     whose = f" for <code>{html.escape(subject.target.rsplit(':', 1)[-1])}</code>" if several else ""
     out = [f"{EVIDENCE}{whose}: what differs, per override</summary>", ""]
-    axis = _axis(order)
+    axis = axis_of(order)
     above = health.said_above(report.health, PLAIN)
     ordered = sorted(answer.overrides, key=lambda o: report.grid.rows.index(_row(report.grid, o)))
     for overrides, found in wording.alike([(o, wording.what_differs(o, order, above=above)) for o in ordered]):
@@ -377,12 +361,6 @@ def _row(grid: Grid, override: OverrideConclusions) -> Row:
 def _first_row(grid: Grid, target: str) -> int:
     """Where a subject's first row is in the grid: its evidence comes in that order."""
     return next((i for i, row in enumerate(grid.rows) if row.override.target == target), len(grid.rows))
-
-
-def _axis(order: Sequence[str]) -> str:
-    """The shared axis of the release labels (`transformers`), else `release`."""
-    axes = {Label.read(label).package for label in order}
-    return axes.pop() or "release" if len(axes) == 1 else "release"
 
 
 def reproduce(meta: ReportMeta) -> list[str]:
@@ -432,13 +410,22 @@ def truncate(markdown: str, limit: int) -> str:
         f"{head}\n{TRUNCATED}\n",
         f"{screen}\n{TRUNCATED}\n",
     )
-    for candidate in candidates:
+    for candidate in map(closed, candidates):
         if candidate and len(candidate.encode()) <= limit:
             return candidate
-    kept, size = [], len(TRUNCATED.encode()) + 2
+    kept, size = [], len(TRUNCATED.encode()) + 2 + len(CLOSE.encode()) * screen.count("<details>")
     for line in screen.splitlines():
         size += len(line.encode()) + 1
         if size > limit:
             break
         kept.append(line)
-    return "\n".join(kept) + f"\n\n{TRUNCATED}\n"
+    return closed("\n".join(kept) + f"\n\n{TRUNCATED}\n")
+
+
+CLOSE = "</details>\n"
+
+
+def closed(markdown: str) -> str:
+    """`markdown` with every `<details>` it opens closed (a cut inside the comment's collapsed report leaves its
+    opening alone)."""
+    return markdown + CLOSE * max(0, markdown.count("<details>") - markdown.count("</details>"))

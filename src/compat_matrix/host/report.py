@@ -65,7 +65,8 @@ def report(matrix: Matrix, fail_on: Sequence[ConclusionKind] = ()) -> Written:
     """One matrix's report, step by step."""
     results = load_results(matrix.spec, matrix.cells, matrix.reports)
     baseline = load_report(matrix.baseline) if matrix.baseline else None  # checked when the run was planned
-    decided = make_report(matrix.spec, results, baseline, fail_on, matrix.declared)
+    since = display_path(matrix.baseline) if matrix.baseline else None
+    decided = make_report(matrix.spec, results, baseline, fail_on, matrix.declared, since)
     files = rendered(decided)
     return write(matrix, files, decided, results)
 
@@ -81,12 +82,14 @@ def make_report(
     baseline: dict | None = None,
     fail_on: Sequence[ConclusionKind] = (),
     declared: Sequence[Declared] = (),
+    since: str | None = None,
 ) -> render.Report:
     """collect → verdicts → conclusions (per row, then per subject) → the grid, summaries in plain words, the
     overrides that reached a `fail_on` conclusion, what breaks for the class as shipped (the release's health) and
     what the first screen holds, and what changed since `baseline`: everything the files show,
     decided, for render to format. A module or package target stands for the classes the cells found in it;
-    `declared`: the ranges the requirements declare for the axes swept over them."""
+    `declared`: the ranges the requirements declare for the axes swept over them; `since`: the baseline's name, as
+    its reader knows it (its file)."""
     expanded = collect.expand(spec.subjects, results)
     results = [collect.stand_ins(r, expanded) for r in results]
     collected = collect.collect(results, expanded)
@@ -132,20 +135,22 @@ def make_report(
     )
     if baseline is None:
         return decided
-    return replace(decided, changes=tuple(compare(baseline, render.report_json(decided))))
+    changes = tuple(compare(baseline, render.report_json(decided)))
+    return replace(decided, changes=changes, since=since or decided.since)
 
 
-def reached(decision: grid.Grid, fail_on: Sequence[ConclusionKind], order: Sequence[str]) -> list[str]:
+def reached(decision: grid.Grid, fail_on: Sequence[ConclusionKind], order: Sequence[str]) -> list[grid.Reached]:
     """`CharacterCausalLMWrapper.gradient_checkpointing_enable: harmful on transformers 5.24.0`: every override (in
     the grid's order) that reaches a `fail_on` conclusion on some tested release, once per conclusion; a
     pre-release's column only warns."""
     found = []
     for row in decision.rows:
         for kind in fail_on:
-            labels = [label for label, c in row.override.by_release if c.kind == kind and not early_label(label)]
+            labels = [label for label, c in row.override.oldest_first if c.kind == kind and not early_label(label)]
             if labels:
                 name = wording.name_of(row.override, True, wording.PLAIN)
-                found.append(f"{name}: {kind} on {wording.versions_text(labels, order)}")
+                line = f"{name}: {kind} on {wording.versions_text(labels, order)}"
+                found.append(grid.Reached(row.override, kind, tuple(labels), line))
     return found
 
 
@@ -208,7 +213,7 @@ def write(matrix: Matrix, files: Files, decided: render.Report, results: list[Ce
         decided.changes,
         failed,
         len(results),
-        decided.failed_on,
+        tuple(map(str, decided.failed_on)),
         decided.title,
         glances,
     )

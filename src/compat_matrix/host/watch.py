@@ -24,9 +24,9 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from compat_matrix.host import collect, prerelease
-from compat_matrix.host.baseline import match
+from compat_matrix.host.baseline import labelled, match
+from compat_matrix.host.markup import escape, inline
 from compat_matrix.host.releases import public
-from compat_matrix.host.render import escape, inline
 from compat_matrix.shared.vocabulary import RAN, ConclusionKind, Status
 
 LABEL = "compat-matrix"  # every watch issue has it, so that people can filter
@@ -402,7 +402,7 @@ def errors(new: dict[str, Any], found: Sequence[Finding]) -> list[str]:
     """A line per error behind the findings, as the report records it per override and release; and why a subject
     that stopped running did."""
     lines = []
-    records = {(o["target"], o["name"]): o for o in new.get("overrides") or ()}
+    records = {(o["target"], o["name"]): o for o in labelled(new).get("overrides") or ()}
     for f in found:
         for e in records.get((f.target, f.name), {}).get("errors") or ():
             if e.get("release") == f.row:

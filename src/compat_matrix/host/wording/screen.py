@@ -88,10 +88,12 @@ def caution(
     several: bool,
     style: Style = MARKDOWN,
     above: frozenset[str] = frozenset(),
+    fails: str = "",
 ) -> str:
     """One line when an override is harmful somewhere: what breaks, the error, and that deleting it fixes that.
     Overrides that break alike (the same error on the same releases) are said together. An error in `above` (the
-    release's health at the top says it) is named by its type alone."""
+    release's health at the top says it) is named by its type alone. `fails`: the `--fail-on` value that harmful
+    reaches (`harmful`), said in the line's head so that no other line says it again."""
     alike: dict[tuple[tuple[str, ...], str | None], tuple[list[str], list[str]]] = {}
     cautioned: dict[tuple[tuple[str, ...], str | None], list[str | None]] = {}  # their caveats (stand-ins, …)
     for o in overrides:
@@ -116,8 +118,9 @@ def caution(
         said.append(f"on {versions_text(labels, order)}, {who} {verb} {what}{raised}")
     more = len(alike) - CAUTIONS
     fix = "deleting it fixes that there" if sum(o.harmful for o in overrides) == 1 else "deleting each fixes that there"
+    head = style.strong("Caution") + f" (fails the run: {style.code('--fail-on ' + fails)}):" if fails else ""
     return (
-        f"{style.strong('Caution:')} "
+        f"{head or style.strong('Caution:')} "
         + "; ".join(said)
         + (f"; and {more} more (✗ in the grid)" if more > 0 else "")
         + f"; {fix}."

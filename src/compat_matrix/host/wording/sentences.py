@@ -254,7 +254,7 @@ def shipped_lines(
     line (`as shipped, save and load, generate raise “…” on 4.57.6 … 5.24.0; they ran on 4.45.2, 4.51.3.`), then
     the values that change silently from one tested release to the next. Failures with an error in `explained`
     (what a harmful override raises, said elsewhere) are left out."""
-    titles = _titles(answer)
+    titles = probe_titles(answer)
 
     def releases(labels: tuple[str, ...]) -> str:
         return versions_text(labels, order)
@@ -282,7 +282,7 @@ def shipped_lines(
     return tuple(fails + said_)
 
 
-def _titles(answer: SubjectConclusions) -> dict[str, str]:
+def probe_titles(answer: SubjectConclusions) -> dict[str, str]:
     """What to call each probe: as the cells said, else as the registry says."""
     said = {name: title for row in answer.rows if row.row.result for name, title in row.row.result.titles}
     return {**probes.titles(), **said}
@@ -292,7 +292,7 @@ def told_nothing(answer: SubjectConclusions, order: Sequence[str], style: Style 
     """`save and load (ValueError: …) on transformers 4.57.6 … 5.24.0; generate (…) on …`: the probes whose two
     variants failed identically or found nothing, which are no evidence of anything; empty if none."""
     where: dict[tuple[str, str], list[str]] = {}
-    titles = _titles(answer)
+    titles = probe_titles(answer)
     for row in answer.rows:
         for probe, why in row.told_nothing:
             where.setdefault((titles.get(probe, probe.replace("_", " ")), why), []).append(row.label)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compat_matrix.host.markup import TEXT, URL, pieces
 from compat_matrix.shared.results import equal, one_line
 
 SHORT = 48  # characters of a value in a phrase
@@ -25,8 +26,13 @@ class Style:
 
 def _markdown_text(text: str) -> str:
     """One line, no backticks, markdown's emphasis and link characters escaped (HTML and `|` are escaped when the
-    sentence is written out)."""
-    return _MARKUP.sub(r"\\\1", one_line(text).replace("`", "'"))
+    sentence is written out, and a URL made a link: compat_matrix.host.markup.inline); a URL whole, a mention or an
+    issue reference (`@name`, `#123`) in code, so that GitHub makes neither of it."""
+    said = one_line(text).replace("`", "'")
+    return "".join(
+        _MARKUP.sub(r"\\\1", piece) if kind == TEXT else piece if kind == URL else f"`{piece}`"
+        for kind, piece in pieces(said)
+    )
 
 
 MARKDOWN = Style(_markdown_text, lambda name: f"`{name}`", lambda word: f"**{word}**")

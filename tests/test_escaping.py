@@ -1,0 +1,87 @@
+"""Escaping that survives GitHub (compat_matrix.host.markup): a URL in observed text stays whole and links where it
+points, `@name` and `#123` go in code (GitHub makes no mention or issue link inside code), the rest is escaped once;
+tested on the pieces, on one cell, and on a whole report rendered through a CommonMark renderer with tables."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+
+import pytest
+from markdown_it import MarkdownIt
+
+from compat_matrix.host import render
+from compat_matrix.host.markup import CODE, TEXT, URL, escape, inline, pieces
+from compat_matrix.host.report import make_report
+from compat_matrix.host.wording import MARKDOWN
+from test_report import SPEC, observations, result
+
+DOCS = "https://huggingface.co/docs/transformers/main_classes/model#transformers.PreTrainedModel"
+ERROR = f"OSError: see {DOCS}. @property failed (#123, huggingface/transformers#4567); ask me@example.com"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"see {DOCS}.", [(TEXT, "see "), (URL, DOCS), (TEXT, ".")]),
+        ("(https://x.org/a_(b)) ok", [(TEXT, "("), (URL, "https://x.org/a_(b)"), (TEXT, ") ok")]),
+        ("@property\ndef f", [(CODE, "@property"), (TEXT, "\ndef f")]),
+        ("cc @org/team, @user-1", [(TEXT, "cc "), (CODE, "@org/team"), (TEXT, ", "), (CODE, "@user-1")]),
+        ("fixed in #123 and a/b#9", [(TEXT, "fixed in "), (CODE, "#123"), (TEXT, " and "), (CODE, "a/b#9")]),
+        ("me@example.com, x#1, &#124;, #fff", [(TEXT, "me@example.com, x#1, &#124;, #fff")]),  # none of GitHub's
+        ("", []),
+    ],
+)
+def test_pieces(text, expected):
+    assert pieces(text) == expected
+
+
+def test_a_cell_keeps_the_url_whole_and_puts_mentions_and_references_in_code():
+    assert escape(ERROR) == (
+        f"OSError: see <{DOCS}>. `@property` failed (`#123`, `huggingface/transformers#4567`); ask me@example.com"
+    )
+    assert escape("a_b | *c*") == "a\\_b &#124; \\*c\\*"  # everything else as before: escaped once
+
+
+def test_a_sentence_quoting_it_does_the_same_and_a_url_in_code_stays_code():
+    said = inline(f"**Caution:** “{MARKDOWN.text(ERROR)}”; run `pip install https://x.org/p_q`")
+    assert f"<{DOCS}>" in said and "`@property`" in said and "`#123`" in said
+    assert said.endswith("run `pip install https://x.org/p_q`")  # code is code: no link made in it
+
+
+class Rendered(HTMLParser):
+    """The links of rendered HTML, and its text outside code."""
+
+    def __init__(self):
+        super().__init__()
+        self.links: list[str] = []
+        self.code = 0
+        self.outside = ""
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self.links.append(dict(attrs)["href"])
+        self.code += tag == "code"
+
+    def handle_endtag(self, tag):
+        self.code -= tag == "code"
+
+    def handle_data(self, data):
+        if not self.code:
+            self.outside += data
+
+
+def rendered(markdown: str) -> Rendered:
+    parsed = Rendered()
+    parsed.feed(MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown))
+    return parsed
+
+
+def test_a_report_whose_error_holds_a_url_a_mention_and_a_reference_renders_them_safely():
+    results = [result("4.57.x", "4.57.6", observations()), result("5.x", "5.24.0", observations(False, ERROR))]
+    text = render.markdown(make_report(SPEC, results))
+    assert f"<{DOCS}>" in text and "main\\_classes" not in text
+    html = rendered(text)
+    assert html.links and set(html.links) == {DOCS}  # whole: not main%5C_classes, nor cut at the underscore
+    assert "@property" not in html.outside and "#123" not in html.outside and "transformers#4567" not in html.outside
+    assert "me@example.com" in html.outside  # an address is no mention: left as it is
+    assert "\\_" not in html.outside  # no escape shows
