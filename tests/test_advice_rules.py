@@ -119,9 +119,10 @@ def reason(override: OverrideConclusions) -> str:
 
 
 def test_a_fix_is_found_with_what_it_cannot_take_and_where_transformers_passes_it():
-    fix = fix_of(cell(broken=True), TIE)
+    fix = fix_of(cell(broken=True), TIE, {"build_and_init": "build and init_weights"})
     assert fix.parameters == ("missing_keys", "recompute_mapping")  # the call site's, and the error's
     assert fix.sites == (SITE,) and fix.verified is True and fix.still is None
+    assert fix.probes == ("build and init_weights",)  # the probe the widened override ran in, as the report calls it
     assert fix_of(cell(broken=False), TIE) is None
 
 
@@ -131,7 +132,7 @@ def test_fix_where_it_breaks_on_the_new_release_and_does_its_job_on_the_old_one_
     assert reason(found) == (
         "accept missing_keys and recompute_mapping (or **kwargs) and pass them on; on 5.2.0 transformers calls "
         "tie_weights(missing_keys=…, recompute_mapping=…) at modeling_utils.py:4628; verified: with it the class "
-        "runs on 5.2.0, and on 5.0.0, 5.1.0 nothing passes it what it cannot take"
+        "runs on 5.2.0 (build and init), and on 5.0.0, 5.1.0 nothing passes it what it cannot take"
     )
 
 

@@ -60,6 +60,7 @@ class Fix:
     ]  # transformers' calls that pass them: `tie_weights(missing_keys=…) at modeling_utils.py:4628`
     verified: bool | None = None
     still: str | None = None  # where not verified: what the widened override still raises, `Type: message`
+    probes: tuple[str, ...] = ()  # what the report calls each probe the `fixed` variant ran in, in the cell's order
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ def conclude_method(subject: SubjectResult | None, verdict: Verdict, method: str
     if judged.verdict == evidence.DIFFERS:
         found = from_contrasts([contrast(o, _title(o, titles)) for o in judged.differing])
         coupled = judged.context == evidence.WITH_REST and _alike_all_deleted(subject, judged.differing)
-        return replace(found, context=judged.context, fix=fix_of(subject, method), coupled=coupled)
+        return replace(found, context=judged.context, fix=fix_of(subject, method, titles), coupled=coupled)
     if judged.verdict == evidence.SAME:
         jointly = evidence.together(subject) if method in evidence.redundant(subject) else ()
         if jointly:  # each alone changes nothing, but deleting them all at once does
@@ -189,10 +190,10 @@ _POSITIONAL = re.compile(r"\b(\w+)\(\) takes \d+ positional arguments? but \d+ (
 _KEYWORD = re.compile(r"(\w+)=…")
 
 
-def fix_of(subject: SubjectResult, method: str) -> Fix | None:
+def fix_of(subject: SubjectResult, method: str, titles: dict[str, str] | None = None) -> Fix | None:
     """What transformers passes `method` here that it cannot take, from the errors of the class as shipped (a call
-    it cannot bind) and from transformers' calls of it; with the `fixed` variant's verdict on it. None where
-    nothing is passed that it cannot take."""
+    it cannot bind) and from transformers' calls of it; with the `fixed` variant's verdict on it and the probes it
+    ran in (named by `titles`). None where nothing is passed that it cannot take."""
     sites = _cannot_take(subject, method)
     passed = {k for site in sites for k in _KEYWORD.findall(site.partition(" at ")[0])}
     missing = _signature_gap(subject, method)  # of what a site passes, what the override cannot take by name
@@ -211,7 +212,8 @@ def fix_of(subject: SubjectResult, method: str) -> Fix | None:
     if not tried:
         return Fix(tuple(sorted(parameters)), sites)
     still = _still(tried, bound, method)
-    return Fix(tuple(sorted(parameters)), sites, still is None, still)
+    ran_in = tuple(dict.fromkeys(_title(o, titles or {}) for o in tried))
+    return Fix(tuple(sorted(parameters)), sites, still is None, still, ran_in)
 
 
 def _still(tried: list[Observation], bound: list[Observation], method: str) -> str | None:
