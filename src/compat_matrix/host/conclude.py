@@ -83,14 +83,42 @@ class Conclusion:
     @property
     def breaks(self) -> tuple[Contrast, ...]:
         """The differences in what holds the audited API's contract (the layers a switch turns on, a reload that
-        keeps every tensor): there the override gives what no correct one does."""
-        return tuple(c for c in self.contrasts if c.kind == DIFFERENTLY and c.observation.contract)
+        keeps every tensor): there the override gives what no correct one does. Not where it gives more than the
+        base and keeps what the base gives (keeps_contract)."""
+        return tuple(
+            c
+            for c in self.contrasts
+            if c.kind == DIFFERENTLY and c.observation.contract and not keeps_contract(c.observation)
+        )
 
     @property
     def does_its_job(self) -> bool:
-        """Behaves differently on its own (not only beside the other overrides), and the class as shipped ran and
-        kept every contract the probes check: what differs may be what the override is for."""
-        return self.kind == DIFFERENTLY and self.shipped_works and not self.coupled and not self.breaks
+        """Behaves differently on its own (not only beside the other overrides), in what the class does when it runs
+        (not only in what a probe that reads the class saw: a signature, transformers' calls), and the class as
+        shipped ran and kept every contract the probes check: what differs may be what the override is for."""
+        read_only = bool(self.contrasts) and all(c.observation.probe in INSPECTS for c in self.contrasts)
+        works = self.shipped_works and not self.coupled and not self.breaks
+        return self.kind == DIFFERENTLY and not read_only and works
+
+
+ACCESSORS, LOGGED = "no_arguments", ("trainer_log", "keys")  # the probes whose contract an override may exceed
+NOTHING_FOUND = "(subject)"  # an accessor that returns the model itself: the base's "there is none" (get_decoder)
+
+
+def keeps_contract(observation: Observation) -> bool:
+    """Whether a difference in a contract's observation gives what the base gives and more: an accessor
+    (`get_decoder`, `get_input_embeddings`, …) that finds a module of the subject, which a training forward pass
+    uses, where the base finds nothing (None, or the model itself); a `log` that logs every key the base logs and
+    more. Neither is broken; what it adds may be what the override is for."""
+    override, base = observation.override, observation.base
+    if observation.probe == ACCESSORS and observation.name.startswith("get_") and isinstance(override, dict):
+        nothing = base is None or (isinstance(base, dict) and base.get("module") == NOTHING_FOUND)
+        module = override.get("module")
+        inside = isinstance(module, str) and module != NOTHING_FOUND and not module.endswith("outside the subject")
+        return nothing and inside and override.get("used_in_forward") is True
+    if (observation.probe, observation.name) == LOGGED and isinstance(override, list) and isinstance(base, list):
+        return set(base) < set(override)
+    return False
 
 
 def error_of(observation: Observation, value: Any) -> str | None:
