@@ -119,9 +119,10 @@ def reason(override: OverrideConclusions) -> str:
 
 
 def test_a_fix_is_found_with_what_it_cannot_take_and_where_transformers_passes_it():
-    fix = fix_of(cell(broken=True), TIE)
+    fix = fix_of(cell(broken=True), TIE, {"build_and_init": "build and init_weights"})
     assert fix.parameters == ("missing_keys", "recompute_mapping")  # the call site's, and the error's
     assert fix.sites == (SITE,) and fix.verified is True and fix.still is None
+    assert fix.probes == ("build and init_weights",)  # the probe the widened override ran in, as the report calls it
     assert fix_of(cell(broken=False), TIE) is None
 
 
@@ -131,7 +132,7 @@ def test_fix_where_it_breaks_on_the_new_release_and_does_its_job_on_the_old_one_
     assert reason(found) == (
         "accept missing_keys and recompute_mapping (or **kwargs) and pass them on; on 5.2.0 transformers calls "
         "tie_weights(missing_keys=…, recompute_mapping=…) at modeling_utils.py:4628; verified: with it the class "
-        "runs on 5.2.0, and on 5.0.0, 5.1.0 nothing passes it what it cannot take"
+        "runs on 5.2.0 (build and init), and on 5.0.0, 5.1.0 nothing passes it what it cannot take"
     )
 
 
@@ -207,3 +208,65 @@ def test_a_probe_says_which_of_its_observations_hold_the_contract():
     some = Probe("q", lambda build: {}, ("m",), contract=("resumes_where_it_stopped",))
     assert every.binding("layers_on") and not every.binding("present") and not every.binding("error")
     assert some.binding("resumes_where_it_stopped") and not some.binding("resumed") and not some.binding("warnings")
+
+
+def one_release(target: str, name: str, *observations: Observation) -> AdviceKind:
+    """The advice for `name` from one release's observations (a `reached` of it in `ran` added)."""
+    ran = Observation("ran", "reached", [name], [name], False)
+    result = SubjectResult(target, (name,), observations=(*observations, ran), probes=("ran",))
+    judged = conclude_method(result, decide(result), name, {})
+    return advise((OnRelease("transformers 4.57.6", judged),)).kind
+
+
+def test_a_difference_only_in_what_reads_the_class_is_no_job():
+    """adapters' `active_adapters` is a property where transformers has a method: the probes that read the class
+    see no function to compare (`—` against the base's), and nothing that runs the class differs. That is no job
+    it does: not Keep. The same difference beside one in what the class does is."""
+    calls = Observation("transformers_calls", "active_adapters", None, {"calls": 2, "cannot_take": []})
+    signature = Observation("signature", "active_adapters", None, {"cannot_take": [], "other_defaults": {}})
+    forward = Observation("ran", "loss", 1.5, 1.5)
+    assert one_release("m:BertAdapterModel", "active_adapters", calls, signature, forward) == AdviceKind.REVIEW
+    logits = Observation("ran", "loss", 1.5, 2.5)
+    assert one_release("m:BertAdapterModel", "active_adapters", calls, signature, logits) == AdviceKind.KEEP
+
+
+def accessor(override, base) -> Observation:
+    return Observation("no_arguments", "get_decoder", override, base, contract=True)
+
+
+FOUND = {"module": "transformer.decoder", "used_in_forward": True}
+
+
+def test_an_accessor_that_finds_what_the_base_does_not_does_its_job():
+    """adapters' T5AdapterModel.get_decoder returns `transformer.decoder`; 4.57.6's get_decoder, finding no
+    `decoder` of its own, returns the model itself: deleting the override loses the decoder. Keep."""
+    assert one_release("m:T5", "get_decoder", accessor(FOUND, {"module": "(subject)", "used_in_forward": True})) == (
+        AdviceKind.KEEP
+    )
+    assert one_release("m:T5", "get_decoder", accessor(FOUND, None)) == AdviceKind.KEEP
+
+
+@pytest.mark.parametrize(
+    ("override", "base"),
+    [
+        ({"module": "transformer.encoder", "used_in_forward": True}, FOUND),  # the encoder where the base finds it
+        ({"module": "transformer.decoder", "used_in_forward": False}, None),  # a module the forward never uses
+        ({"module": "a T5Stack outside the subject", "used_in_forward": False}, None),  # a copy, not the model's
+        ({"module": "(subject)", "used_in_forward": True}, None),  # the model itself: nothing found either
+    ],
+)
+def test_a_broken_accessor_is_not_kept(override, base):
+    assert one_release("m:T5", "get_decoder", accessor(override, base)) == AdviceKind.REVIEW
+
+
+def logged(override, base) -> Observation:
+    return Observation("trainer_log", "keys", override, base, contract=True)
+
+
+def test_a_log_that_adds_keys_keeps_the_contract_and_one_that_drops_a_key_breaks_it():
+    """trl's trainers log their own metrics beside the base's (`rewards/chosen` beside `loss`): what callbacks and
+    `metric_for_best_model` look up is still there. A log that drops `loss` breaks it; one that renames it too."""
+    base = ["epoch", "grad_norm", "learning_rate", "loss"]
+    assert one_release("m:DPOTrainer", "log", logged([*base, "rewards/chosen"], base)) == AdviceKind.KEEP
+    assert one_release("m:DPOTrainer", "log", logged(base[:-1], base)) == AdviceKind.REVIEW
+    assert one_release("m:DPOTrainer", "log", logged([*base[:-1], "train_loss"], base)) == AdviceKind.REVIEW

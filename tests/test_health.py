@@ -119,3 +119,26 @@ def test_a_class_whose_run_stopped_could_not_run_rather_than_failing_as_shipped(
 
     text = render.markdown(make_report(spec, on(results, NEWEST, crashed)))
     assert "`LegacyLM` could not run on transformers 5.24.0 (crashed: signal 9)" in text
+
+
+def test_a_class_whose_init_weights_raises_as_shipped_cannot_be_built_and_the_title_says_so():
+    """ai2-olmo's OLMoForCausalLM builds, but its `init_weights()` (what `post_init` and `from_pretrained` call)
+    raises as shipped: the title says it, as a build that fails, naming the call."""
+    spec, results = library()
+    legacy = target("LegacyLM")
+    error = "error: TypeError: tie_weights() got an unexpected keyword argument 'recompute_mapping'"
+
+    def initless(subject: SubjectResult) -> SubjectResult:
+        observations = (
+            Observation("build_and_init", "built", "v=1.0", "v=1.0"),
+            Observation("build_and_init", "init_weights", error, "v=1.0"),
+            Observation("build_and_init", "reached", ["forward"], ["forward"], False),
+        )
+        return replace(subject, observations=observations) if subject.target == legacy else subject
+
+    report = make_report(spec, on(results, NEWEST, initless))
+    (found,) = [b for b in report.health if b.target == legacy]
+    assert (found.stage, found.releases) == (Stage.BUILD, ("transformers 5.24.0",))
+    assert found.error == "init_weights(): " + error.removeprefix("error: ")
+    screen = render.markdown(report).split("<details>", 1)[0]  # the library's title names two: it is a line below
+    assert "`LegacyLM` cannot be built on transformers 5.24.0 (init\\_weights(): TypeError: tie" in screen

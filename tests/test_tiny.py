@@ -254,6 +254,15 @@ def test_smaller_targets_make_it_narrower_still() -> None:
     assert shrink(LLAMA, targets=rules.SMALLER)["hidden_size"] == rules.SMALLER["hidden"]
 
 
+def test_generation_parameters_every_4x_config_carries_are_no_sizes() -> None:
+    """A 4.x config's `to_dict()` holds `top_k=50` (a generation default); shrunk, 4.x's save moves it to the
+    generation config and refuses it there. An MoE's experts per token under that name still shrink."""
+    config = {"model_type": "llama", "hidden_size": 4096, "top_k": 50, "num_beams": 1}
+    assert shrink(config)["top_k"] == 50
+    moe = {"model_type": "moe", "hidden_size": 4096, "num_experts": 64, "top_k": 8}
+    assert shrink(moe)["top_k"] == TARGETS["experts_per_token"]
+
+
 def test_labels_names_and_private_keys_stay() -> None:
     values = {"id2label": {"0": "A"}, "_name_or_path": "x", "num_labels": 1000, 7: 4096}
     assert shrink(values) == values

@@ -79,6 +79,10 @@ _INDICES = re.compile(r"ind(ex|exes|ices)\b|ind(ex|exes|ices)_")  # lists of lay
 # The kind of encoder an encoder-decoder class gets, by the input it reads (its main_input_name).
 ENCODERS = {"input_ids": "bert", "pixel_values": "vit", "inputs": "wav2vec2", "input_values": "wav2vec2"}
 _SKIP = frozenset({"id2label", "label2id", "task_specific_params", "transformers_version", "architectures"})
+# Generation parameters every 4.x config carries (PretrainedConfig's defaults) whose names a rule takes for a size
+# (`top_k` for the experts per token): at that default they are no size. Shrunk, they are a non-default generation
+# parameter, which 4.x moves to the generation config on save and then refuses as invalid (top_k without sampling).
+GENERATION = {"top_k": 50}
 
 Values = dict[str, Any]
 Kinds = Mapping[str, tuple[str, str | None]]  # key → (the name its kind was found by, the kind)
@@ -171,7 +175,7 @@ def _shrink(
     for key, value in values.items():
         kind = kinds[key][1]
         target = targets.get(kind or "")
-        if key in _SKIP or (isinstance(key, str) and key.startswith("_")):
+        if key in _SKIP or (isinstance(key, str) and key.startswith("_")) or _generation(key, value):
             out[key] = value
         elif isinstance(value, Mapping):
             out[key] = _shrink(value, _sub_map(value, attribute_maps), attribute_maps, ids, targets)
@@ -188,6 +192,11 @@ def _shrink(
             out[key] = value
     _keep_constraints(values, out, kinds, targets)
     return out
+
+
+def _generation(key: Any, value: Any) -> bool:
+    """Whether `key` is a generation parameter at the default every 4.x config gives it (GENERATION)."""
+    return isinstance(key, str) and key in GENERATION and _is_int(value) and value == GENERATION[key]
 
 
 def _map_ids(value: Any, ids: Mapping[int, int]) -> Any:

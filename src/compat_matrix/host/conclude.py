@@ -60,6 +60,7 @@ class Fix:
     ]  # transformers' calls that pass them: `tie_weights(missing_keys=…) at modeling_utils.py:4628`
     verified: bool | None = None
     still: str | None = None  # where not verified: what the widened override still raises, `Type: message`
+    probes: tuple[str, ...] = ()  # what the report calls each probe the `fixed` variant ran in, in the cell's order
 
 
 @dataclass(frozen=True)
@@ -82,14 +83,42 @@ class Conclusion:
     @property
     def breaks(self) -> tuple[Contrast, ...]:
         """The differences in what holds the audited API's contract (the layers a switch turns on, a reload that
-        keeps every tensor): there the override gives what no correct one does."""
-        return tuple(c for c in self.contrasts if c.kind == DIFFERENTLY and c.observation.contract)
+        keeps every tensor): there the override gives what no correct one does. Not where it gives more than the
+        base and keeps what the base gives (keeps_contract)."""
+        return tuple(
+            c
+            for c in self.contrasts
+            if c.kind == DIFFERENTLY and c.observation.contract and not keeps_contract(c.observation)
+        )
 
     @property
     def does_its_job(self) -> bool:
-        """Behaves differently on its own (not only beside the other overrides), and the class as shipped ran and
-        kept every contract the probes check: what differs may be what the override is for."""
-        return self.kind == DIFFERENTLY and self.shipped_works and not self.coupled and not self.breaks
+        """Behaves differently on its own (not only beside the other overrides), in what the class does when it runs
+        (not only in what a probe that reads the class saw: a signature, transformers' calls), and the class as
+        shipped ran and kept every contract the probes check: what differs may be what the override is for."""
+        read_only = bool(self.contrasts) and all(c.observation.probe in INSPECTS for c in self.contrasts)
+        works = self.shipped_works and not self.coupled and not self.breaks
+        return self.kind == DIFFERENTLY and not read_only and works
+
+
+ACCESSORS, LOGGED = "no_arguments", ("trainer_log", "keys")  # the probes whose contract an override may exceed
+NOTHING_FOUND = "(subject)"  # an accessor that returns the model itself: the base's "there is none" (get_decoder)
+
+
+def keeps_contract(observation: Observation) -> bool:
+    """Whether a difference in a contract's observation gives what the base gives and more: an accessor
+    (`get_decoder`, `get_input_embeddings`, …) that finds a module of the subject, which a training forward pass
+    uses, where the base finds nothing (None, or the model itself); a `log` that logs every key the base logs and
+    more. Neither is broken; what it adds may be what the override is for."""
+    override, base = observation.override, observation.base
+    if observation.probe == ACCESSORS and observation.name.startswith("get_") and isinstance(override, dict):
+        nothing = base is None or (isinstance(base, dict) and base.get("module") == NOTHING_FOUND)
+        module = override.get("module")
+        inside = isinstance(module, str) and module != NOTHING_FOUND and not module.endswith("outside the subject")
+        return nothing and inside and override.get("used_in_forward") is True
+    if (observation.probe, observation.name) == LOGGED and isinstance(override, list) and isinstance(base, list):
+        return set(base) < set(override)
+    return False
 
 
 def error_of(observation: Observation, value: Any) -> str | None:
@@ -165,7 +194,7 @@ def conclude_method(subject: SubjectResult | None, verdict: Verdict, method: str
     if judged.verdict == evidence.DIFFERS:
         found = from_contrasts([contrast(o, _title(o, titles)) for o in judged.differing])
         coupled = judged.context == evidence.WITH_REST and _alike_all_deleted(subject, judged.differing)
-        return replace(found, context=judged.context, fix=fix_of(subject, method), coupled=coupled)
+        return replace(found, context=judged.context, fix=fix_of(subject, method, titles), coupled=coupled)
     if judged.verdict == evidence.SAME:
         jointly = evidence.together(subject) if method in evidence.redundant(subject) else ()
         if jointly:  # each alone changes nothing, but deleting them all at once does
@@ -189,10 +218,10 @@ _POSITIONAL = re.compile(r"\b(\w+)\(\) takes \d+ positional arguments? but \d+ (
 _KEYWORD = re.compile(r"(\w+)=…")
 
 
-def fix_of(subject: SubjectResult, method: str) -> Fix | None:
+def fix_of(subject: SubjectResult, method: str, titles: dict[str, str] | None = None) -> Fix | None:
     """What transformers passes `method` here that it cannot take, from the errors of the class as shipped (a call
-    it cannot bind) and from transformers' calls of it; with the `fixed` variant's verdict on it. None where
-    nothing is passed that it cannot take."""
+    it cannot bind) and from transformers' calls of it; with the `fixed` variant's verdict on it and the probes it
+    ran in (named by `titles`). None where nothing is passed that it cannot take."""
     sites = _cannot_take(subject, method)
     passed = {k for site in sites for k in _KEYWORD.findall(site.partition(" at ")[0])}
     missing = _signature_gap(subject, method)  # of what a site passes, what the override cannot take by name
@@ -211,7 +240,8 @@ def fix_of(subject: SubjectResult, method: str) -> Fix | None:
     if not tried:
         return Fix(tuple(sorted(parameters)), sites)
     still = _still(tried, bound, method)
-    return Fix(tuple(sorted(parameters)), sites, still is None, still)
+    ran_in = tuple(dict.fromkeys(_title(o, titles or {}) for o in tried))
+    return Fix(tuple(sorted(parameters)), sites, still is None, still, ran_in)
 
 
 def _still(tried: list[Observation], bound: list[Observation], method: str) -> str | None:

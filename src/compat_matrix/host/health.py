@@ -8,7 +8,8 @@ The stages, in the order they are said:
   of the matrix fails alike;
 - `build`: it cannot be built there: the default factory cannot make it tiny (`could-not-build`), the matrix file's
   factory raised (`factory-failed`), or building it as shipped raises (the build probe's error on the class as
-  shipped: an override that breaks construction, say);
+  shipped: an override that breaks construction, say), or its `init_weights()` does (`post_init` and
+  `from_pretrained` call it);
 - `run`: every probe that runs it fails, with its overrides and without (`fails as shipped`), or its run stopped
   (`crashed`, `timed-out`, …);
 - `install` and `cell`: the cell itself could not run (`install-failed`, `interpreter not found`; `crashed`, …), so
@@ -55,6 +56,7 @@ class Stage(StrEnum):
 
 TITLED = (Stage.IMPORT, Stage.BUILD, Stage.RUN)  # about a class: what a title names
 BUILD_PROBE, BUILT = "build_and_init", "built"  # the probe that builds the class, and its observation of the build
+INIT_WEIGHTS = "init_weights"  # its observation of `init_weights()` on the instance built
 IMPORT_FAILED, COULD_NOT_BUILD, FACTORY_FAILED = Status.IMPORT_FAILED, Status.COULD_NOT_BUILD, Status.FACTORY_FAILED
 INSTALLING = frozenset({Status.INSTALL_FAILED, Status.NO_INTERPRETER})
 _UNBUILT = re.compile(r"^could not build [\w.]+: (?P<error>.*?)(?:; write a factory \(see README\))?$")
@@ -100,11 +102,16 @@ def _error(text: str | None) -> str:
 
 
 def _built_error(subject: SubjectResult) -> str | None:
-    """The error building the class as shipped raised, where the build probe ran and building it failed."""
-    for o in subject.observations:
-        if o.probe == BUILD_PROBE and o.name == BUILT:
-            return failure_in(o.override)
-    return None
+    """The error building the class as shipped raised, where the build probe ran and building it failed; else the
+    error its `init_weights()` raised there (what `post_init` and `from_pretrained` call: a class whose weights
+    cannot be initialized cannot be loaded either), said as `init_weights(): Type: message`."""
+    found = {o.name: o for o in subject.observations if o.probe == BUILD_PROBE}
+    built = found.get(BUILT)
+    if built is not None and (error := failure_in(built.override)):
+        return error
+    initialized = found.get(INIT_WEIGHTS)
+    error = failure_in(initialized.override) if initialized is not None else None
+    return f"{INIT_WEIGHTS}(): {error}" if error else None
 
 
 def _of_row(row: Concluded) -> Breakage | None:

@@ -219,7 +219,8 @@ def fix_text(override: OverrideConclusions, order: Sequence[str], style: Style =
     """The change a Fix proposes and whether it was verified: `accept `missing_keys`, `recompute_mapping` and pass
     them on; on 5.0.0, 5.24.0 transformers calls `tie_weights(missing_keys=…, recompute_mapping=…)` at
     modeling_utils.py:4628;
-    verified: with it the class runs on 5.0.0, 5.24.0, and elsewhere nothing passes it what it cannot take`."""
+    verified: with it the class runs on 5.0.0, 5.24.0 (build and init_weights), and elsewhere nothing passes it what it
+    cannot take`: the probes named are those the `fixed` variant ran in."""
     broken = [(label, c.fix) for label, c in override.by_release if c.fix is not None]
     ran = [label for label, c in override.by_release if c.kind != COULD_NOT_RUN and c.fix is None]
     where = versions_text([label for label, _ in broken], order, axis=False)
@@ -243,7 +244,9 @@ def fix_text(override: OverrideConclusions, order: Sequence[str], style: Style =
     if untried:
         return f"{change}; not verified on {versions_text(untried, order, axis=False)}: the change was not run there"
     elsewhere = f", and on {versions_text(ran, order, axis=False)} nothing passes it what it cannot take" if ran else ""
-    return f"{change}; verified: with it the class runs on {where}{elsewhere}"
+    probes = list(dict.fromkeys(p for _, fix in broken for p in fix.probes))
+    tried = f" ({listed([style.text(p) for p in probes])})" if probes else ""
+    return f"{change}; verified: with it the class runs on {where}{tried}{elsewhere}"
 
 
 def _shape(site: str) -> str:
