@@ -81,6 +81,15 @@ class Subject(Base):
         return 7
 
 
+class OldStyle(Base):
+    """Methods that name their own class, as older libraries write `super`, and as an identity check does."""
+
+    def hook(self, x=None, **options):
+        if type(self).hook is OldStyle.hook:
+            return super(OldStyle, self).hook(x, **options)  # noqa: UP008  as older libraries write it
+        return "replaced"
+
+
 def in_child(job):
     """Run `job` in a forked child: instrumenting swaps code objects, which must not reach the other tests."""
     return forks.forked(job, _progress(), limit=30).answer
@@ -186,6 +195,23 @@ def test_a_closure_and_private_names_keep_their_meaning():
         return {"closure": list(closed().hook(2)[:2]), "private": subject._Subject__secret}
 
     assert in_child(job) == {"closure": ["base", 20], "private": 4}
+
+
+def test_a_method_that_names_its_own_class_is_copied_and_reads_the_class_of_its_module():
+    """`super(OldStyle, self)` and `type(self).hook is OldStyle.hook` name the class as a global of the module: the
+    copy does too (not a variable it would close over, which made it impossible to swap in: never watched)."""
+
+    def job():
+        units = tracing.install(vars(OldStyle)["hook"])
+        with tracing.statements({"hook": tracing.bodies(vars(OldStyle)["hook"])}) as ran:
+            result = OldStyle().hook(2, level=1)
+        return {"units": [u.key for copy in units.values() for u in copy], "result": list(result), "ran": ran}
+
+    answer = in_child(job)
+    line = inspect.getsourcelines(OldStyle.hook)[1]
+    assert answer["units"] == [f"hook@{line}"]
+    assert answer["result"] == ["base", 2, {"level": 1}]
+    assert answer["ran"] == {"hook": {f"hook@{line}": [line + 1, line + 2]}}
 
 
 def test_what_has_no_source_keeps_its_code_and_is_not_copied():

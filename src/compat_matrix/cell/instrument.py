@@ -161,7 +161,8 @@ def _own_statements(function: ast.AST) -> list[ast.stmt]:
 def _factory(node: ast.FunctionDef | ast.AsyncFunctionDef, function: types.FunctionType) -> ast.Module:
     """A module whose one function returns the instrumented function, defined where its free variables are: the
     outer function's locals, and `__class__` in a class of the original's name (so that private names are mangled
-    as in the original, and zero-argument `super()` finds its class)."""
+    as in the original, and zero-argument `super()` finds its class), a name global in the factory as it is in the
+    original's module."""
     free = function.__code__.co_freevars
     node.decorator_list = []
     inner: ast.stmt = node
@@ -175,8 +176,14 @@ def _factory(node: ast.FunctionDef | ast.AsyncFunctionDef, function: types.Funct
     ]
     get = ast.Attribute(ast.Name(owner, ast.Load()), node.name, ast.Load()) if inner is not node else None
     returned = ast.Return(get if get is not None else ast.Name(node.name, ast.Load()))
+    # The class's own name, read in a method (`super(Owner, self)`, `type(self).x is Owner.x`), is a global there:
+    # so it is here too, not a variable of the factory that the copy would close over.
+    named = [ast.Global([owner])] if inner is not node and owner not in free else []
     outer = ast.FunctionDef(
-        "__compat_matrix_factory__", ast.arguments([], [], None, [], [], None, []), [*cells, inner, returned], []
+        "__compat_matrix_factory__",
+        ast.arguments([], [], None, [], [], None, []),
+        [*named, *cells, inner, returned],
+        [],
     )
     module = ast.Module([outer], [])
     return ast.fix_missing_locations(module)
