@@ -46,6 +46,17 @@ def test_every_broken_override_is_caught_where_expected_and_the_controls_stay_sa
         (advice,) = [s for s in cell["subjects"] if s["target"].endswith(":DisablesOnlyItsOwnEnable")]
         (trip,) = [o for o in advice["observations"] if (o["probe"], o["name"]) == ("disable_round_trip", "layers_on")]
         assert trip["override"] is trip["base"] is False and trip["base_without"]["gradient_checkpointing_enable"]
+        # an identity check: deleting get_input_embeddings alone turns enable off where the accessor never runs
+        (checked,) = [s for s in cell["subjects"] if s["target"].endswith(":EnablesWhereItsAccessorIsOwn")]
+        (on,) = [o for o in checked["observations"] if (o["probe"], o["name"]) == ("trainer_step", "default")]
+        assert on["override"]["layers_on_during_step"] and on["base"]["layers_on_during_step"], on
+        assert on["base_without"]["get_input_embeddings"]["layers_on_during_step"] is False, on
+    (accessor,) = [
+        o
+        for o in report["overrides"]
+        if o["target"].endswith(":EnablesWhereItsAccessorIsOwn") and o["name"] == "get_input_embeddings"
+    ]
+    assert accessor["advice"] != "Delete" and "redundant" not in accessor["by_release"].values(), accessor
     (attribute,) = [o for o in report["overrides"] if o["target"].endswith(":TiesNothingByKeys")]
     by_release = {rid.partition("=")[2][:2]: kind for rid, kind in attribute["by_release"].items()}
     assert by_release == {"4.": "harmful", "5.": "behaves differently"}, attribute  # saving refuses; untied

@@ -19,7 +19,7 @@ from compat_matrix.cell.forks import forked, forked_each
 from compat_matrix.cell.observe import ProbeTimeout, call_probe
 from compat_matrix.cell.probes import Inconclusive, Probe
 from compat_matrix.cell.runner import load_probe_modules
-from compat_matrix.cell.subject import Ask, _to_run, pair, run_isolated
+from compat_matrix.cell.subject import Ask, _to_run, pair, readers, run_isolated
 
 
 class Root:
@@ -241,6 +241,50 @@ def test_a_name_deleted_alone_or_kept_alone_reruns_the_probes_that_differed_and_
     deleting_n_changes = {**runs, "base without n": {"d": {"x": 2, "reached": []}}}
     assert _to_run("only n", probes, deleting_n_changes) == []  # deleting it alone decides already
     assert [p.name for p in _to_run("only m", probes, deleting_n_changes)] == ["a", "b", "c"]
+
+
+class _Own:
+    def checked(self):
+        return "own"
+
+
+class _Reads(_Own):
+    """`switch` tells whether `checked` is this class's own by identity; `unaudited` reads `switch` by getattr with
+    a default; `calls` only calls `checked` (the watcher sees that as `checked` running)."""
+
+    def switch(self):
+        return type(self).checked is _Reads.checked
+
+    def checked(self):
+        return "own"
+
+    def calls(self):
+        return self.checked()
+
+    def unaudited(self):
+        return getattr(self, "switch", None)
+
+
+def test_code_that_reads_a_name_without_calling_it_is_found_in_the_subjects_source():
+    assert readers(_Reads, ("switch", "checked", "calls")) == {
+        "checked": frozenset({"switch"}),  # read by identity; `calls` calls it, which the watcher sees
+        "switch": None,  # read by code that is not audited: nothing tells where
+        "calls": frozenset(),
+    }
+
+
+def test_a_name_read_by_identity_reruns_the_probes_where_its_reader_ran_and_unwatched_readers_rerun_all():
+    """The masked case: as shipped and with all deleted the probe agrees, and `checked` never runs in it; with
+    `checked` alone deleted, `switch`'s identity check turns. The per-name variant must run where `switch` ran."""
+    probes = [Probe(name, lambda build: {}, ("switch", "checked"), carries=("x",)) for name in ("a", "b")]
+    runs = {
+        "override": {"a": {"x": 1, "reached": ["switch"]}, "b": {"x": 1, "reached": []}},
+        "base": {"a": {"x": 1, "reached": []}, "b": {"x": 1, "reached": []}},
+    }
+    assert _to_run("base without checked", probes, runs) == []  # without what reads it: nothing to run
+    assert [p.name for p in _to_run("base without checked", probes, runs, {"checked": frozenset({"switch"})})] == ["a"]
+    assert [p.name for p in _to_run("only checked", probes, runs, {"checked": frozenset({"switch"})})] == ["a"]
+    assert _to_run("base without checked", probes, runs, {"checked": None}) == probes
 
 
 def test_two_children_at_once_where_two_cores_are_free_for_one_torch_thread_each_and_one_without(monkeypatch):

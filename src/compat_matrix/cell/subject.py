@@ -3,6 +3,7 @@ after the imports), and their observations paired into the subject's result."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import inspect
 import json
@@ -203,6 +204,7 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
         summaries=tuple((p.name, *p.summary) for p in probes if p.summary),
     )
     runs: dict[str, dict[str, Values]] = {}
+    read_by = readers(cls, methods)
 
     def work(variant: str, ran: list[Probe], own: Path) -> tuple[Callable[[], Any], Path, str]:
         job = partial(run_variant, cls, variant, methods, ran, factory, timeout, own, inputs)
@@ -219,7 +221,7 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     ]
     unfinished: dict[str, str] = {}  # a per-name variant that gave no values: its names are judged inconclusive
     for index, batch in enumerate(stage() for stage in batches):
-        todo = [(variant, ran) for variant in batch if (ran := _to_run(variant, probes, runs))]
+        todo = [(variant, ran) for variant in batch if (ran := _to_run(variant, probes, runs, read_by))]
         owns = _progress_files(progress, len(todo))
         works = [work(variant, ran, own) for (variant, ran), own in zip(todo, owns, strict=True)]
         answers = forked_each(works, progress, timeout + WATCHDOG_GRACE, stop=index == 0)
@@ -331,12 +333,39 @@ def _progress_files(progress: Path, count: int) -> list[Path]:
     return [progress.with_name(f"{progress.name}.{index}") for index in range(count)]
 
 
-def _to_run(variant: str, probes: list[Probe], runs: dict[str, dict[str, Values]]) -> list[Probe]:
+def readers(cls: type, methods: tuple[str, ...]) -> dict[str, frozenset[str] | None]:
+    """Per audited name, the other audited names whose code reads it without calling it (`type(self).x is Own.x`,
+    `getattr(self, "x", None)`, `"x" in vars(...)`), found in the source of the subject's own classes; None where
+    code that is not audited (so not watched) reads it so."""
+    classes = {cls, *(variants.owner(cls, name) or cls for name in methods)}
+    sources = {}
+    for klass in classes:
+        for attribute, value in vars(klass).items():
+            with contextlib.suppress(OSError, TypeError):
+                sources[attribute] = sources.get(attribute, "") + "".join(
+                    inspect.getsource(f) for f in tracing.functions(value)
+                )
+    found: dict[str, frozenset[str] | None] = {}
+    for name in methods:
+        read = re.compile(rf"\.{re.escape(name)}\b(?!\s*\()|['\"]{re.escape(name)}['\"]")
+        by = {attribute for attribute, source in sources.items() if attribute != name and read.search(source)}
+        found[name] = frozenset(by) if by <= set(methods) else None
+    return found
+
+
+def _to_run(
+    variant: str,
+    probes: list[Probe],
+    runs: dict[str, dict[str, Values]],
+    read_by: dict[str, frozenset[str] | None] | None = None,
+) -> list[Probe]:
     """The probes a variant runs: every one as shipped and with all audited names deleted. A per-name variant runs
     the same code as the variant it is compared with up to the first call of that name, so it runs the probes in
     which that name ran there (`base without X`: X as shipped; `only X`: X's base implementation with all
     deleted), and those that differed between the first two (probes that inspect the class without calling it).
-    `only X` runs none where `base without X` already differs from the class as shipped."""
+    `only X` runs none where `base without X` already differs from the class as shipped. Code that reads X without
+    calling it (an identity check, `getattr` with a default: `read_by`) may change with X alone: where that code is
+    audited, the probes in which it ran count as X's; where it is not, every probe runs."""
     chosen = variants.Variant(variant)
     if chosen.method is None:
         return probes
@@ -350,8 +379,12 @@ def _to_run(variant: str, probes: list[Probe], runs: dict[str, dict[str, Values]
     # Where the name ran, as shipped or as its base implementation with all deleted (code that calls it only when
     # it is the base's, after an identity check, runs it there), the variant may differ; elsewhere it runs the code
     # of the variant it is compared with.
+    readers = [(read_by or {}).get(name, frozenset()) for name in chosen.names]
+    if None in readers:
+        return probes
+    names = set(chosen.names).union(*readers)
     seen = (runs[variants.OVERRIDE], runs[variants.BASE])
-    ran = {p.name for p in probes if any(set(chosen.names) & set(r.get(p.name, {}).get(REACHED, ())) for r in seen)}
+    ran = {p.name for p in probes if any(names & set(r.get(p.name, {}).get(REACHED, ())) for r in seen)}
     return [p for p in probes if p.name in differed | ran]
 
 

@@ -168,6 +168,23 @@ class DisablesOnlyItsOwnEnable(Reference):
         return self.model.get_input_embeddings()
 
 
+class EnablesWhereItsAccessorIsOwn(Reference):
+    """An identity check, as libraries write `type(self).x is not Base.x`: enable turns checkpointing on only where
+    `get_input_embeddings` is overridden (it returns what the inherited one does). With all three deleted, or none,
+    checkpointing works; with `get_input_embeddings` alone deleted, enable does nothing, in probes where
+    `get_input_embeddings` itself never runs. Deleting it is not safe, and only its per-name variant can tell."""
+
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None, **kwargs):
+        if type(self).get_input_embeddings is not CharacterCausalLMWrapper.get_input_embeddings:
+            super().gradient_checkpointing_enable(gradient_checkpointing_kwargs, **kwargs)
+
+    def gradient_checkpointing_disable(self):
+        super().gradient_checkpointing_disable()
+
+    def get_input_embeddings(self):
+        return self.char_embedding
+
+
 # --- controls: correct overrides that must stay `same` ---------------------------------------------------------
 
 
