@@ -131,8 +131,8 @@ MERGE_ABOVE = 5  # rows: a longer probe-summary table gives neighbours that read
 
 def merged(rows: list[list[str]], axis: bool = True) -> list[list[str]]:
     """Neighbouring rows (newest first) whose cells but the label are equal, as one row labelled with their versions
-    (`transformers 5.16.1 … 5.22.2`; without `axis`, `5.16.1 … 5.22.2`), so that a sweep's table stays short where
-    nothing changes."""
+    (`transformers 5.16.1–5.22.2 (7 releases)`; without `axis`, `5.16.1–5.22.2 (7 releases)`), so that a sweep's
+    table stays short where nothing changes."""
     order = [row[0] for row in rows]
     return [[versions_text([r[0] for r in run], order, axis), *run[0][1:]] for run in runs(rows, lambda r: r[1:])]
 
