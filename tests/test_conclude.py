@@ -77,12 +77,16 @@ def test_deleting_one_method_alone_is_judged_from_its_own_variant_and_redundant_
     [
         (["transformers 5.2.0"], "transformers 5.2.0"),
         (["transformers 5.2.0", "transformers 5.0.0"], "transformers 5.0.0, 5.2.0"),
-        (["transformers 5.3.0", "transformers 5.2.0", "transformers 5.1.0"], "transformers 5.1.0 … 5.3.0"),
+        (["transformers 5.3.0", "transformers 5.2.0", "transformers 5.1.0"], "transformers 5.1.0, 5.2.0, 5.3.0"),
+        (
+            ["transformers 5.4.0", "transformers 5.3.0", "transformers 5.2.0", "transformers 5.1.0"],
+            "transformers 5.1.0–5.4.0 (4 releases)",  # "…" means text left out, never a run of releases
+        ),
         (["transformers 5.3.0", "transformers 5.1.0", "transformers 5.0.0"], "transformers 5.0.0, 5.1.0, 5.3.0"),
     ],
 )
 def test_versions_are_said_oldest_first_with_runs_as_their_ends(labels, text):
-    order = ["transformers 5.3.0", "transformers 5.2.0", "transformers 5.1.0", "transformers 5.0.0"]
+    order = [f"transformers 5.{n}.0" for n in (4, 3, 2, 1, 0)]
     assert versions_text(labels, order) == text
 
 

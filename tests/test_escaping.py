@@ -85,3 +85,26 @@ def test_a_report_whose_error_holds_a_url_a_mention_and_a_reference_renders_them
     assert "@property" not in html.outside and "#123" not in html.outside and "transformers#4567" not in html.outside
     assert "me@example.com" in html.outside  # an address is no mention: left as it is
     assert "\\_" not in html.outside  # no escape shows
+
+
+CALL = "gradient_checkpointing_enable(gradient_checkpointing_kwargs=…, every_n_layers=…, offload=…)"
+SITES = [f"{CALL} at modeling_utils.py:3143", f"{CALL} at trainer.py:1524"]
+
+
+def test_a_value_too_long_for_a_cell_goes_under_the_table_whole_with_each_call_site_on_its_line():
+    from compat_matrix.shared.results import Observation
+
+    enable, disable = SPEC.subjects[0].methods
+    calls = Observation(
+        "transformers_calls", enable, {"calls": 2, "cannot_take": SITES}, {"calls": 2, "cannot_take": []}
+    )
+    short = Observation("signature", enable, {"cannot_take": ["kwargs (**kwargs)"]}, {"cannot_take": []})
+    ran = Observation("transformers_calls", "reached", [enable, disable], [], carries=False)
+    results = [result("5.x", "5.24.0", (*observations(), calls, short, ran))]
+    text = render.markdown(make_report(SPEC, results))
+    assert "| value (1) | cannot\\_take=\\[\\] |" in text  # the cell names the value, no cut (`offloa…`)
+    assert "| cannot\\_take=kwargs (\\*\\*kwargs) | cannot\\_take=\\[\\] |" in text  # a short one stays in its cell
+    listed = ["* value (1):", "  * cannot\\_take:", *(f"    * {escape(site)}" for site in SITES)]
+    assert "\n".join(listed) in text
+    html = MarkdownIt("commonmark", {"html": True}).enable("table").render(text)
+    assert all(f"<li>{site}</li>" in html for site in SITES)  # each call site a list item of its own, whole

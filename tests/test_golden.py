@@ -196,9 +196,9 @@ def test_each_layout_matches_its_golden_file_and_renders_as_github_does(layout):
 def test_the_sweep_s_grid_stays_a_few_columns_wide_and_its_summary_table_short():
     text = render.markdown(make_report(*sweep_of_11()))
     grid, summary = source_tables(text)[:2]
-    assert grid[0] == "| override | transformers 5.14.1, 5.15.1 | 5.16.1 … 5.24.0 | advice |"
+    assert grid[0] == "| override | transformers 5.14.1, 5.15.1 | 5.16.1–5.24.0 (9 releases) | advice |"
     assert grid[2].startswith(f"| `{ENABLE}` | = redundant | ✗ harmful | **Delete**: fixes the TypeError on 5.16.1")
-    assert len(summary) == 2 + 1 and summary[2].startswith("| transformers 5.14.1 … 5.24.0 | enable→True")
+    assert len(summary) == 2 + 1 and summary[2].startswith("| transformers 5.14.1–5.24.0 (11 releases) | enable→True")
     deprecated = (
         "Deprecated in transformers 5.24.0: `gradient_checkpointing_enable` (use `activation_checkpointing_enable`)"
     )
@@ -224,6 +224,9 @@ def test_five_subjects_sorted_harmful_port_review_keep_delete():
     assert "- `OwnHeadLM`: as shipped, generate raises “AttributeError:" in text
 
 
+SHOWN = "enable→True, disable→False"
+
+
 def test_several_subjects_share_one_summary_table_a_row_per_stretch_that_reads_alike():
     from dataclasses import replace
 
@@ -236,8 +239,8 @@ def test_several_subjects_share_one_summary_table_a_row_per_stretch_that_reads_a
     assert summary == [
         "| class | transformers | with override | base implementation |",
         "|---|---|---|---|",
-        "| `CharacterCausalLMWrapper` | 5.14.1 … 5.24.0 | enable→True, disable→False | enable→True, disable→False |",
-        "| `OtherWrapper` | 5.14.1 … 5.24.0 | enable→True, disable→False | enable→True, disable→False |",
+        f"| `CharacterCausalLMWrapper` | 5.14.1–5.24.0 (11 releases) | {SHOWN} | {SHOWN} |",
+        f"| `OtherWrapper` | 5.14.1–5.24.0 (11 releases) | {SHOWN} | {SHOWN} |",
     ]
     assert text.count(render.BASE_MEANING) == 1
     assert (

@@ -135,7 +135,7 @@ def test_the_grid_has_a_row_per_override_and_a_column_per_stretch_of_releases_th
     spec, results = sweep(versions=3, subjects=2)
     text = render.markdown(make_report(spec, results))
     grid = grid_of(text)
-    assert grid[0] == "| override | transformers 5.0.0 … 5.2.0 | advice |" and len(grid) == 2 + 4
+    assert grid[0] == "| override | transformers 5.0.0, 5.1.0, 5.2.0 | advice |" and len(grid) == 2 + 4
     assert all(row.split(" | ")[1] == "✗ harmful" for row in grid[2:])
     assert f"\n{wording.legend([ConclusionKind.HARMFUL])}\n" in text  # each symbol shown defined once
     demo = grid_of(render.markdown(make_report(SPEC, RESULTS)))  # one subject: a grid too
@@ -239,21 +239,22 @@ def test_a_sweeps_glance_names_the_first_bad_release_per_override_as_the_grid_do
     report = make_report(*releases_where(enable_from=5))
     glance = report.summaries["mylib:Wrapper"].glance
     assert glance == (
-        f"{ENABLE}: redundant 5.0.0 … 5.4.0 · behaves differently 5.5.0 … 5.7.0; "
-        f"{DISABLE}: behaves differently 5.0.0 … 5.7.0"
+        f"{ENABLE}: redundant 5.0.0–5.4.0 (5 releases) · behaves differently 5.5.0, 5.6.0, 5.7.0; "
+        f"{DISABLE}: behaves differently 5.0.0–5.7.0 (8 releases)"
     )
     assert render.report_json(report)["subjects"][0]["glance"] == glance
     grid = grid_of(render.markdown(report))
-    assert grid[0] == "| override | transformers 5.0.0 … 5.4.0 | 5.5.0 … 5.7.0 | advice |"
+    assert grid[0] == "| override | transformers 5.0.0–5.4.0 (5 releases) | 5.5.0, 5.6.0, 5.7.0 | advice |"
     assert [row.split(" | ")[:3] for row in grid[2:]] == [
         [f"| `{ENABLE}`", "= redundant", "≠ behaves differently"],
         [f"| `{DISABLE}`", "≠ behaves differently", "≠ behaves differently"],
     ]
     steady = make_report(*releases_where(enable_from=0))
     assert steady.summaries["mylib:Wrapper"].glance == (
-        f"{ENABLE}: behaves differently 5.0.0 … 5.7.0; {DISABLE}: behaves differently 5.0.0 … 5.7.0"
+        f"{ENABLE}: behaves differently 5.0.0–5.7.0 (8 releases); "
+        f"{DISABLE}: behaves differently 5.0.0–5.7.0 (8 releases)"
     )
-    assert grid_of(render.markdown(steady))[0] == "| override | transformers 5.0.0 … 5.7.0 | advice |"
+    assert grid_of(render.markdown(steady))[0] == "| override | transformers 5.0.0–5.7.0 (8 releases) | advice |"
 
 
 def test_the_evidence_shows_what_differs_with_one_method_deleted_alone():
@@ -270,13 +271,14 @@ def test_the_evidence_shows_what_differs_with_one_method_deleted_alone():
 
 def test_a_short_matrix_gives_each_release_a_column_where_they_differ():
     text = render.markdown(make_report(*releases_where(enable_from=3, count=5)))
-    assert grid_of(text)[0] == "| override | transformers 5.0.0 … 5.2.0 | 5.3.0, 5.4.0 | advice |"
+    assert grid_of(text)[0] == "| override | transformers 5.0.0, 5.1.0, 5.2.0 | 5.3.0, 5.4.0 | advice |"
 
 
 @pytest.mark.parametrize(
     ("rows", "expected"),
     [
-        ([["t 3", "a", "x"], ["t 2", "a", "x"], ["t 1", "a", "x"]], [["t 1 … 3", "a", "x"]]),
+        ([["t 3", "a", "x"], ["t 2", "a", "x"], ["t 1", "a", "x"]], [["t 1, 2, 3", "a", "x"]]),
+        ([[f"t {n}", "a", "x"] for n in (4, 3, 2, 1)], [["t 1–4 (4 releases)", "a", "x"]]),
         (
             [["t 3", "a", "x"], ["t 2", "a", "y"], ["t 1", "a", "x"]],
             [["t 3", "a", "x"], ["t 2", "a", "y"], ["t 1", "a", "x"]],

@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import html
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from compat_matrix.host import first_screen as screens
@@ -131,8 +132,8 @@ MERGE_ABOVE = 5  # rows: a longer probe-summary table gives neighbours that read
 
 def merged(rows: list[list[str]], axis: bool = True) -> list[list[str]]:
     """Neighbouring rows (newest first) whose cells but the label are equal, as one row labelled with their versions
-    (`transformers 5.16.1 … 5.22.2`; without `axis`, `5.16.1 … 5.22.2`), so that a sweep's table stays short where
-    nothing changes."""
+    (`transformers 5.16.1–5.22.2 (7 releases)`; without `axis`, `5.16.1–5.22.2 (7 releases)`), so that a sweep's
+    table stays short where nothing changes."""
     order = [row[0] for row in rows]
     return [[versions_text([r[0] for r in run], order, axis), *run[0][1:]] for run in runs(rows, lambda r: r[1:])]
 
@@ -337,6 +338,7 @@ def evidence_section(report: Report, subject: Subject) -> list[str]:
         out += [f"**{names}** ({str(overrides[0].advice.kind).lower()})", ""]
         if found.rows:
             out += [table([axis, "call", "with override", "deleted"], [list(r) for r in found.rows]), ""]
+        out += values_list(found.values)
         notes = [
             *(escape(e) for e in found.errors),
             *(escape(n) for n in found.notes),
@@ -352,6 +354,16 @@ def evidence_section(report: Report, subject: Subject) -> list[str]:
     if others:
         out += ["Not audited: " + ", ".join(f"`{name}`" for name in others) + ".", ""]
     return [*out, "</details>", ""]
+
+
+def values_list(values: Sequence[tuple[str, tuple[str, ...]]]) -> list[str]:
+    """Under an evidence table, the values too long for its cells, whole: a line per part, a list's items (call
+    sites) each on its own line. Its bullets are `*`, so that it stays a list of its own beside the notes' `-`."""
+    out = []
+    for tag, lines in values:
+        out.append(f"* {escape(tag)}:")
+        out += [f"  {'  ' * (len(line) - len(line.lstrip()) > 0)}* {escape(line.strip())}" for line in lines]
+    return [*out, ""] if out else []
 
 
 def _row(grid: Grid, override: OverrideConclusions) -> Row:

@@ -2,7 +2,7 @@
 escaping of one output format (`Style`). Pure functions, one module per part of the report:
 
     style       how each format writes a sentence (MARKDOWN, PLAIN), observed values spelled and shortened
-    versions    runs of neighbouring releases by their ends (`transformers 4.57.6, 5.14.1 … 5.24.0`), the glance
+    versions    runs of neighbouring releases (`transformers 4.57.6, 5.16.1–5.24.0 (9 releases)`), the glance
     sentences   a sentence per conclusion, the recommendation, a subject's summary
     screen      the first screen: the title, the caution, the grid's cells, legend and reasons, deprecations
     evidence    what differs per override, for the evidence tables

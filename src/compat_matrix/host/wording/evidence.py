@@ -8,14 +8,15 @@ from dataclasses import dataclass
 
 from compat_matrix.host.conclude import COULD_NOT_RUN, ORDER, ORPHANED, REDUNDANT, UNKNOWN, Contrast, error_of
 from compat_matrix.host.overrides import OverrideConclusions
-from compat_matrix.host.wording.style import PLAIN, Style, sides
+from compat_matrix.host.wording.style import PLAIN, Style, long_lines, sides
 from compat_matrix.host.wording.versions import versions_text
 from compat_matrix.shared import evidence
 from compat_matrix.shared.results import Observation
 from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind, ObservationName
 
 EVIDENCE_ROWS = 8  # rows of one override's table; the JSON has the rest
-EVIDENCE_VALUE = 100  # characters of a value in it
+EVIDENCE_VALUE = 100  # characters of a value in one of its cells; a longer one goes under the table, whole
+EVIDENCE_WORD = 40  # characters a cell's value may run without a space (a column is as wide as its longest word)
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class Evidence:
     notes: tuple[str, ...]
     left_out: int  # contrasts of warnings, or observed on one side only: in the JSON and CSV
     cut: int  # rows past EVIDENCE_ROWS
+    # values too long for a cell, whole: (what the cell says instead, `value (1)`; the lines of the value)
+    values: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def _labels(contrasts: Sequence[Contrast]) -> dict[str, str]:
@@ -49,6 +52,7 @@ def what_differs(
     """The contrasts behind each conclusion, grouped: a call whose two sides read alike on several releases is one
     row naming them, and calls whose sides and releases agree share a row. `above`: as for `reason`."""
     shown: list[tuple[str, tuple[str, str], str, str]] = []  # (label, (title, name), with it, deleted)
+    values: dict[tuple[str, ...], str] = {}  # the lines of each value too long for a cell, and its tag
     left_out = 0
     contrasts = [c for _, conclusion in override.by_release for c in conclusion.contrasts]
     named = _labels(contrasts)
@@ -61,7 +65,12 @@ def what_differs(
             if any(errors):
                 sides_ = tuple(f"raises {named[e]}" if e else "runs" for e in errors)
             else:
-                sides_ = sides(o.override, o.base, style, EVIDENCE_VALUE)
+                sides_ = tuple(
+                    text if _fits(text) else _tag(values, long_lines(mine, theirs, style))
+                    for text, mine, theirs in zip(
+                        sides(o.override, o.base, style, 10**6), (o.override, o.base), (o.base, o.override), strict=True
+                    )
+                )
             call = (style.text(c.title), "" if o.name == ObservationName.ERROR else style.text(o.name))
             shown.append((label, call, *sides_))
     releases: dict[tuple[tuple[str, str], str, str], list[str]] = {}
@@ -75,13 +84,26 @@ def what_differs(
     used = {e for row in table[:EVIDENCE_ROWS] for e, tag in named.items() if f"raises {tag}" in row[2:]}
     messages = {tag: e.partition(":")[2].strip() for e, tag in named.items() if e in used}
     errors = tuple(f"{tag}: {style.text(message)}" for tag, message in messages.items() if message)
+    kept = table[:EVIDENCE_ROWS]
+    tags = {tag for row in kept for tag in row[2:]}
     return Evidence(
-        tuple(table[:EVIDENCE_ROWS]),
+        tuple(kept),
         errors,
         _notes(override, order, style, above or {}),
         left_out,
         max(0, len(table) - EVIDENCE_ROWS),
+        tuple((tag, lines) for lines, tag in values.items() if tag in tags),
     )
+
+
+def _fits(text: str) -> bool:
+    """Whether a value reads in a cell of a table that fits a comment: short, and no word that widens its column."""
+    return len(text) <= EVIDENCE_VALUE and all(len(word) <= EVIDENCE_WORD for word in text.split())
+
+
+def _tag(values: dict[tuple[str, ...], str], lines: tuple[str, ...]) -> str:
+    """What a cell says of a value too long for it: `value (1)`, the same tag for the same value."""
+    return values.setdefault(lines, f"value ({len(values) + 1})")
 
 
 CALLS = 4  # probes named in one row of an evidence table, and observations per probe

@@ -97,6 +97,23 @@ def sides(override: Any, base: Any, style: Style = MARKDOWN, limit: int = SHORT)
     return short(override, style, limit), short(base, style, limit)
 
 
+def long_lines(value: Any, other: Any, style: Style = MARKDOWN) -> tuple[str, ...]:
+    """`value` whole, a line per part that differs from `other` (as `sides` names them): `key=value`, or `key:` and
+    a line per item of a list of texts (call sites, each on its own line); for what a table cell cannot hold."""
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(style.text(v) for v in value if not isinstance(other, list) or v not in other)
+    flat, theirs = _flat(value), _flat(other)
+    keys = [k for k in flat if not equal(flat[k], theirs.get(k))] or list(flat)
+    lines: list[str] = []
+    for key in keys:
+        item = flat[key]
+        if isinstance(item, list) and item and all(isinstance(v, str) for v in item):
+            lines += [f"{style.text(key)}:", *(f"  {style.text(v)}" for v in item)]
+        else:
+            lines.append(f"{style.text(key)}={style.text(spelled(item))}" if key else style.text(spelled(item)))
+    return tuple(lines)
+
+
 def listed(items: Sequence[str]) -> str:
     """`a`, `a and b`, `a, b and c`."""
     return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)

@@ -1,5 +1,5 @@
-"""Tested releases in words: runs of neighbouring releases said by their ends (`transformers 4.57.6, 5.14.1 … 5.24.0`),
-and where each override's conclusion changes (the glance)."""
+"""Tested releases in words: runs of neighbouring releases said by their ends and count (`transformers 4.57.6,
+5.16.1–5.24.0 (9 releases)`), and where each override's conclusion changes (the glance)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from compat_matrix.host.wording.style import MARKDOWN, Style
 
 
 def versions_text(labels: Sequence[str], order: Sequence[str], axis: bool = True) -> str:
-    """`transformers 4.57.6, 5.14.1 … 5.24.0`: oldest first, a run of three or more neighbouring tested versions
-    (in `order`, newest first) as its ends, and the shared axis name said once (not at all without `axis`)."""
+    """`transformers 4.57.6, 5.16.1–5.24.0 (9 releases)`: oldest first, a run of more than three neighbouring tested
+    versions (in `order`, newest first) as its ends and count, and the shared axis name said once (not at all
+    without `axis`)."""
     tested = [run for run in runs(reversed(order), lambda label: label in labels) if run[0] in labels]
     read = [Label.read(label) for label in labels]
     shared = {label.package for label in read}
@@ -46,6 +47,12 @@ def _runs(labelled: list[tuple[str, str]]) -> str:
     return " · ".join(f"{run[0][1]} {_stretch([Label.read(label).shown for label, _ in run])}" for run in stretches_)
 
 
+LISTED = 3  # neighbouring tested versions named one by one; more are said by their ends and their count
+
+
 def _stretch(versions: Sequence[str]) -> str:
-    """Neighbouring tested versions, oldest first: `5.14.1`, `4.57.6, 5.14.1`, `5.16.1 … 5.22.2`."""
-    return f"{versions[0]} … {versions[-1]}" if len(versions) > 2 else ", ".join(versions)
+    """Neighbouring tested versions, oldest first: `5.14.1`, `4.57.6, 5.14.1`, `4.57.6, 5.14.1, 5.24.0`,
+    `5.16.1–5.24.0 (9 releases)`: every tested release can be counted, and "…" keeps one meaning, text left out."""
+    if len(versions) <= LISTED:
+        return ", ".join(versions)
+    return f"{versions[0]}–{versions[-1]} ({len(versions)} releases)"
