@@ -270,3 +270,47 @@ def test_a_log_that_adds_keys_keeps_the_contract_and_one_that_drops_a_key_breaks
     assert one_release("m:DPOTrainer", "log", logged([*base, "rewards/chosen"], base)) == AdviceKind.KEEP
     assert one_release("m:DPOTrainer", "log", logged(base[:-1], base)) == AdviceKind.REVIEW
     assert one_release("m:DPOTrainer", "log", logged([*base[:-1], "train_loss"], base)) == AdviceKind.REVIEW
+
+
+def olmo(fixed: str | None, deleted: str = "error: AttributeError: 'OLMoForCausalLM' has no 'all_tied_weights_keys'"):
+    """ai2-olmo's `tie_weights(self)` on 5.x: as shipped `init_weights()` raises the TypeError of a call it cannot
+    bind; with it deleted, the base's raises another error (`deleted`); `fixed`: the widened override's value."""
+    fixes_seen = ((TIE, fixed),) if fixed is not None else ()
+    observations = (
+        Observation("build_and_init", "init_weights", "error: " + RAISES, deleted, fixed=fixes_seen),
+        obs("build_and_init", "reached", ["can_generate"], ["can_generate"], carries=False),
+        obs("no_arguments", "get_input_embeddings", "model.transformer.wte", "model.transformer.wte"),  # it runs
+        obs("transformers_calls", TIE, {"calls": 1, "cannot_take": [SITE]}, {"calls": 1, "cannot_take": []}),
+        obs("signature", TIE, {"cannot_take": GAP, "other_defaults": {}}, {"cannot_take": [], "other_defaults": {}}),
+    )
+    return SubjectResult("m:OLMoForCausalLM", (TIE,), observations=observations, probes=("build_and_init",))
+
+
+def redundant_there() -> SubjectResult:
+    return SubjectResult(
+        "m:OLMoForCausalLM",
+        (TIE,),
+        observations=(obs("build_and_init", "built", "v", "v"), obs("build_and_init", "reached", [TIE], [TIE], False)),
+        probes=("build_and_init",),
+    )
+
+
+def test_fix_where_deleting_is_no_way_out_and_the_change_is_verified():
+    """On 4.57.6 deleting changes nothing; on 5.x the class as shipped cannot be initialized, deleting the override
+    fails too (another error: no difference, and no way out), and the widened override runs: Fix, verified."""
+    found = over(redundant_there(), olmo(fixed="v_head=0.0"))
+    assert found.advice.kind == AdviceKind.FIX
+    assert "; verified: with it the class runs on 5.1.0 (build and init), and on 5.0.0 nothing passes" in reason(found)
+
+
+@pytest.mark.parametrize(
+    ("fixed", "deleted", "advice"),
+    [
+        ("error: " + RAISES, "error: AttributeError: no all_tied_weights_keys", AdviceKind.REVIEW),  # widening fails
+        (None, "error: AttributeError: no all_tied_weights_keys", AdviceKind.REVIEW),  # the change never ran
+        ("v_head=0.0", "v_head=0.0", AdviceKind.DELETE),  # deleting fixes it: Delete, not Fix
+    ],
+)
+def test_no_fix_where_the_change_is_not_verified_or_deleting_fixes_it(fixed, deleted, advice):
+    found = over(redundant_there(), olmo(fixed=fixed, deleted=deleted))
+    assert found.advice.kind == advice
