@@ -314,3 +314,27 @@ def test_fix_where_deleting_is_no_way_out_and_the_change_is_verified():
 def test_no_fix_where_the_change_is_not_verified_or_deleting_fixes_it(fixed, deleted, advice):
     found = over(redundant_there(), olmo(fixed=fixed, deleted=deleted))
     assert found.advice.kind == advice
+
+
+MISSING = "error: TypeError: RerankingModel.forward() missing 3 required positional arguments: 'inputs_embeds', …"
+NO_LABELS = "error: TypeError: DPRContextEncoderEnhanced.forward() got an unexpected keyword argument 'labels'"
+
+
+def test_a_forward_that_cannot_bind_the_probes_inputs_is_no_evidence_not_a_harmful_override():
+    """simpletransformers' RerankingModel.forward(inputs_embeds, attention_mask, token_type_ids): called with the
+    probe's token ids it raises; deleted, BertModel's forward runs. The probe does not fit the class: not harmful,
+    not Delete. A forward that refuses what transformers passes (`cache_position`) still is."""
+    forward = Observation("forward_backward", "forward", MISSING, "h=1.0")
+    assert one_release("m:RerankingModel", "forward", forward) == AdviceKind.REVIEW
+    cache = "error: TypeError: RerankingModel.forward() got an unexpected keyword argument 'cache_position'"
+    assert one_release("m:RerankingModel", "forward", replace(forward, override=cache)) == AdviceKind.DELETE
+
+
+def test_a_forward_that_takes_no_labels_is_kept_for_what_it_does_not_fixed_to_take_labels():
+    """DPRContextEncoderEnhanced.forward returns more than the base's; the Trainer step's labels are the probe's,
+    which it takes none of: Keep, and no Fix that would have it accept `labels`."""
+    outputs = Observation("forward_backward", "forward", "h=1.0, p=2.0", "p=2.0")
+    step = Observation(
+        "plain_trainer_step", "trained", NO_LABELS, "error: ValueError: no loss", fixed=(("forward", "x"),)
+    )
+    assert one_release("m:DPRContextEncoderEnhanced", "forward", outputs, step) == AdviceKind.KEEP

@@ -71,9 +71,10 @@ def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
 
 def _broken(conclusion: Conclusion) -> bool:
     """Whether the class as shipped breaks there because of the override: it is harmful, it behaves differently and
-    raises as shipped, or the class as shipped could not bind a call of it and deleting it fails too."""
+    raises as shipped, or the class as shipped could not bind a call of it, deleting it fails too and the change
+    was verified (Fix.only_way)."""
     kind = conclusion.kind
-    fails_either_way = conclusion.fix is not None and conclusion.fix.deleting_fails
+    fails_either_way = conclusion.fix is not None and conclusion.fix.only_way
     return kind == HARMFUL or (kind == DIFFERENTLY and not conclusion.shipped_works) or fails_either_way
 
 

@@ -235,7 +235,7 @@ def fix_of(subject: SubjectResult, method: str, titles: dict[str, str] | None = 
     parameters = passed & missing if missing is not None else set()
     bound = []  # the observations where the class as shipped could not bind a call of it
     for o in subject.observations:
-        error = error_of(o, o.override)
+        error = None if evidence.misfit(o) else error_of(o, o.override)  # the probe's inputs: not transformers'
         found = [m.group(2) for m in _UNEXPECTED.finditer(error or "") if m.group(1) == method]
         positional = any(m.group(1) == method for m in _POSITIONAL.finditer(error or ""))
         if found or positional:
