@@ -270,3 +270,71 @@ def test_a_log_that_adds_keys_keeps_the_contract_and_one_that_drops_a_key_breaks
     assert one_release("m:DPOTrainer", "log", logged([*base, "rewards/chosen"], base)) == AdviceKind.KEEP
     assert one_release("m:DPOTrainer", "log", logged(base[:-1], base)) == AdviceKind.REVIEW
     assert one_release("m:DPOTrainer", "log", logged([*base[:-1], "train_loss"], base)) == AdviceKind.REVIEW
+
+
+def olmo(fixed: str | None, deleted: str = "error: AttributeError: 'OLMoForCausalLM' has no 'all_tied_weights_keys'"):
+    """ai2-olmo's `tie_weights(self)` on 5.x: as shipped `init_weights()` raises the TypeError of a call it cannot
+    bind; with it deleted, the base's raises another error (`deleted`); `fixed`: the widened override's value."""
+    fixes_seen = ((TIE, fixed),) if fixed is not None else ()
+    observations = (
+        Observation("build_and_init", "init_weights", "error: " + RAISES, deleted, fixed=fixes_seen),
+        obs("build_and_init", "reached", ["can_generate"], ["can_generate"], carries=False),
+        obs("no_arguments", "get_input_embeddings", "model.transformer.wte", "model.transformer.wte"),  # it runs
+        obs("transformers_calls", TIE, {"calls": 1, "cannot_take": [SITE]}, {"calls": 1, "cannot_take": []}),
+        obs("signature", TIE, {"cannot_take": GAP, "other_defaults": {}}, {"cannot_take": [], "other_defaults": {}}),
+    )
+    return SubjectResult("m:OLMoForCausalLM", (TIE,), observations=observations, probes=("build_and_init",))
+
+
+def redundant_there() -> SubjectResult:
+    return SubjectResult(
+        "m:OLMoForCausalLM",
+        (TIE,),
+        observations=(obs("build_and_init", "built", "v", "v"), obs("build_and_init", "reached", [TIE], [TIE], False)),
+        probes=("build_and_init",),
+    )
+
+
+def test_fix_where_deleting_is_no_way_out_and_the_change_is_verified():
+    """On 4.57.6 deleting changes nothing; on 5.x the class as shipped cannot be initialized, deleting the override
+    fails too (another error: no difference, and no way out), and the widened override runs: Fix, verified."""
+    found = over(redundant_there(), olmo(fixed="v_head=0.0"))
+    assert found.advice.kind == AdviceKind.FIX
+    assert "; verified: with it the class runs on 5.1.0 (build and init), and on 5.0.0 nothing passes" in reason(found)
+
+
+@pytest.mark.parametrize(
+    ("fixed", "deleted", "advice"),
+    [
+        ("error: " + RAISES, "error: AttributeError: no all_tied_weights_keys", AdviceKind.REVIEW),  # widening fails
+        (None, "error: AttributeError: no all_tied_weights_keys", AdviceKind.REVIEW),  # the change never ran
+        ("v_head=0.0", "v_head=0.0", AdviceKind.DELETE),  # deleting fixes it: Delete, not Fix
+    ],
+)
+def test_no_fix_where_the_change_is_not_verified_or_deleting_fixes_it(fixed, deleted, advice):
+    found = over(redundant_there(), olmo(fixed=fixed, deleted=deleted))
+    assert found.advice.kind == advice
+
+
+MISSING = "error: TypeError: RerankingModel.forward() missing 3 required positional arguments: 'inputs_embeds', …"
+NO_LABELS = "error: TypeError: DPRContextEncoderEnhanced.forward() got an unexpected keyword argument 'labels'"
+
+
+def test_a_forward_that_cannot_bind_the_probes_inputs_is_no_evidence_not_a_harmful_override():
+    """simpletransformers' RerankingModel.forward(inputs_embeds, attention_mask, token_type_ids): called with the
+    probe's token ids it raises; deleted, BertModel's forward runs. The probe does not fit the class: not harmful,
+    not Delete. A forward that refuses what transformers passes (`cache_position`) still is."""
+    forward = Observation("forward_backward", "forward", MISSING, "h=1.0")
+    assert one_release("m:RerankingModel", "forward", forward) == AdviceKind.REVIEW
+    cache = "error: TypeError: RerankingModel.forward() got an unexpected keyword argument 'cache_position'"
+    assert one_release("m:RerankingModel", "forward", replace(forward, override=cache)) == AdviceKind.DELETE
+
+
+def test_a_forward_that_takes_no_labels_is_kept_for_what_it_does_not_fixed_to_take_labels():
+    """DPRContextEncoderEnhanced.forward returns more than the base's; the Trainer step's labels are the probe's,
+    which it takes none of: Keep, and no Fix that would have it accept `labels`."""
+    outputs = Observation("forward_backward", "forward", "h=1.0, p=2.0", "p=2.0")
+    step = Observation(
+        "plain_trainer_step", "trained", NO_LABELS, "error: ValueError: no loss", fixed=(("forward", "x"),)
+    )
+    assert one_release("m:DPRContextEncoderEnhanced", "forward", outputs, step) == AdviceKind.KEEP

@@ -3,7 +3,9 @@ conclude): Port where a release orphaned it (what it provided is gone there); Fi
 transformers passes it what it cannot take and does its job elsewhere; Keep where any release needs it (and it is
 harmful on none), or it does its job wherever it ran; Delete where every release is redundant or harmful (deleting
 fixes the harmful ones) and every tested release ran; otherwise Review. A new advice is one member of
-vocabulary.AdviceKind and its rule in `advise`."""
+vocabulary.AdviceKind and its rule in `advise`. Fix also where it breaks a release only where transformers passes it
+what it cannot take, the change was verified there and deleting it fails there too (so Delete is no way out), and
+elsewhere it runs as shipped."""
 
 from __future__ import annotations
 
@@ -56,7 +58,7 @@ def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
     if ORPHANED in ran and not ran - {ORPHANED, REDUNDANT}:
         # it did nothing on any tested release: Delete where another release shows that, else ask
         return Advice(AdviceKind.DELETE if REDUNDANT in ran and everywhere else AdviceKind.REVIEW, releases)
-    if _fixes(rows) and any(c.kind == NEEDED or c.does_its_job for _, c in rows):
+    if _fixes(rows) and (any(c.kind == NEEDED or c.does_its_job for _, c in rows) or _only_way(rows)):
         return Advice(AdviceKind.FIX, releases)  # it breaks where it cannot take what is passed, and works elsewhere
     if NEEDED in ran and HARMFUL not in ran:
         return Advice(AdviceKind.KEEP, releases)
@@ -67,8 +69,27 @@ def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
     return Advice(AdviceKind.REVIEW, releases)
 
 
+def _broken(conclusion: Conclusion) -> bool:
+    """Whether the class as shipped breaks there because of the override: it is harmful, it behaves differently and
+    raises as shipped, or the class as shipped could not bind a call of it, deleting it fails too and the change
+    was verified (Fix.only_way)."""
+    kind = conclusion.kind
+    fails_either_way = conclusion.fix is not None and conclusion.fix.only_way
+    return kind == HARMFUL or (kind == DIFFERENTLY and not conclusion.shipped_works) or fails_either_way
+
+
 def _fixes(rows: Sequence[tuple[str, Conclusion]]) -> bool:
-    """Whether taking what transformers passes would fix every release where the class as shipped breaks: each
-    harmful release, and each where it behaves differently and raises as shipped, has a Fix."""
-    broken = [c for _, c in rows if c.kind == HARMFUL or (c.kind == DIFFERENTLY and not c.shipped_works)]
+    """Whether taking what transformers passes would fix every release where the class as shipped breaks because of
+    the override (`_broken`): each has a Fix."""
+    broken = [c for _, c in rows if _broken(c)]
     return bool(broken) and all(c.fix is not None for c in broken)
+
+
+def _only_way(rows: Sequence[tuple[str, Conclusion]]) -> bool:
+    """Fix where deleting is no way out: on every release where the class as shipped breaks, the change was
+    verified and the base implementation raises too; on every other, the class runs as shipped and deleting it
+    changes nothing or loses what it does (nothing passes it what it cannot take there, so the change is idle)."""
+    broken = [c for _, c in rows if _broken(c)]
+    rest = [c for _, c in rows if not _broken(c)]
+    fine = all(c.kind in (REDUNDANT, NEEDED) or c.does_its_job for c in rest)
+    return bool(broken) and all(c.fix is not None and c.fix.only_way for c in broken) and fine

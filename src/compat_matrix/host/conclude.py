@@ -61,6 +61,13 @@ class Fix:
     verified: bool | None = None
     still: str | None = None  # where not verified: what the widened override still raises, `Type: message`
     probes: tuple[str, ...] = ()  # what the report calls each probe the `fixed` variant ran in, in the cell's order
+    deleting_fails: bool = False  # with it deleted, every call the class as shipped could not bind fails too
+
+    @property
+    def only_way(self) -> bool:
+        """Verified where deleting the override is no way out: the change makes the class run there, and the
+        base implementation raises there too (ai2-olmo's `tie_weights` on 5.x: without it, `AttributeError`)."""
+        return bool(self.verified) and self.deleting_fails
 
 
 @dataclass(frozen=True)
@@ -228,7 +235,7 @@ def fix_of(subject: SubjectResult, method: str, titles: dict[str, str] | None = 
     parameters = passed & missing if missing is not None else set()
     bound = []  # the observations where the class as shipped could not bind a call of it
     for o in subject.observations:
-        error = error_of(o, o.override)
+        error = None if evidence.misfit(o) else error_of(o, o.override)  # the probe's inputs: not transformers'
         found = [m.group(2) for m in _UNEXPECTED.finditer(error or "") if m.group(1) == method]
         positional = any(m.group(1) == method for m in _POSITIONAL.finditer(error or ""))
         if found or positional:
@@ -241,7 +248,14 @@ def fix_of(subject: SubjectResult, method: str, titles: dict[str, str] | None = 
         return Fix(tuple(sorted(parameters)), sites)
     still = _still(tried, bound, method)
     ran_in = tuple(dict.fromkeys(_title(o, titles or {}) for o in tried))
-    return Fix(tuple(sorted(parameters)), sites, still is None, still, ran_in)
+    fails = bool(bound) and all(error_of(o, _deleted(o, method, len(subject.methods) < 2)) for o in bound)
+    return Fix(tuple(sorted(parameters)), sites, still is None, still, ran_in, fails)
+
+
+def _deleted(observation: Observation, method: str, alone: bool) -> Any:
+    """The value with `method` deleted and the rest as shipped; where that variant did not run the probe, it ran
+    the code of the class as shipped (evidence)."""
+    return observation.base if alone else dict(observation.without).get(method, observation.override)
 
 
 def _still(tried: list[Observation], bound: list[Observation], method: str) -> str | None:

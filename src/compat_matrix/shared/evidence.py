@@ -12,7 +12,8 @@ contexts, that deleting it changes something or nothing. Pure functions.
 - X is `same` only with evidence of it having run as shipped, every statement of its code included (the functions
   it defines inside too: the hook it registers), in probes that observed something, and no difference in any
   context; the probes vouch only for the code they ran (a branch for an evaluator, a parameter group, a dataset
-  shape they never took). It is `orphaned`
+  shape they never took). A probe whose inputs the class as shipped cannot bind (its forward refuses the token ids
+  or labels, or wants other inputs) is no evidence either way: the probe does not fit the class. It is `orphaned`
   where the release no longer defines, calls or reads it and nothing differs but warnings (transformers may warn
   about the very override it no longer uses); else `inconclusive`, saying why. An attribute whose effect the
   probes cannot see (UNSEEN) is never `same`: one that only decides how checkpoints with other keys load (the
@@ -22,6 +23,7 @@ contexts, that deleting it changes something or nothing. Pure functions.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -202,8 +204,25 @@ def _context(observations: Iterable[Observation], name: str, context: str) -> li
     return pairs
 
 
+# The class as shipped refusing the probe's own inputs: a forward of other inputs (simpletransformers'
+# RerankingModel(inputs_embeds, attention_mask, token_type_ids), granite-tsfm's past_values) or one that takes no
+# labels, called with the probe's token ids and labels. The probe does not fit the class: no evidence either way.
+_MISFIT = re.compile(
+    r"\bforward\(\) (?:got an unexpected keyword argument '(?:input_ids|labels|attention_mask)'"
+    r"|missing \d+ required positional arguments?:)"
+)
+
+
+def misfit(o: Observation) -> bool:
+    """Whether the class as shipped could not bind the probe's own inputs here (its forward refused the token
+    ids, labels or mask the probe gives, or wants positional inputs the probe does not give)."""
+    text = o.override if o.name == ERROR and isinstance(o.override, str) else failure_in(o.override)
+    return bool(text and _MISFIT.search(text))
+
+
 def _both_failed(o: Observation) -> bool:
-    return _failed(o, o.override) and _failed(o, o.base)
+    """Both sides failed, or the probe did not fit the class as shipped (misfit): either way no difference."""
+    return (_failed(o, o.override) and _failed(o, o.base)) or misfit(o)
 
 
 def counts(o: Observation) -> bool:
