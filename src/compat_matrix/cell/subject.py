@@ -341,7 +341,7 @@ def readers(cls: type, methods: tuple[str, ...]) -> dict[str, frozenset[str] | N
     sources = {}
     for klass in classes:
         for attribute, value in vars(klass).items():
-            with contextlib.suppress(OSError, TypeError):
+            with contextlib.suppress(Exception):  # no source, or one inspect cannot read: not searched
                 sources[attribute] = sources.get(attribute, "") + "".join(
                     inspect.getsource(f) for f in tracing.functions(value)
                 )
