@@ -61,7 +61,7 @@ ARTEFACTS = {
     "a backslash left before punctuation": r"\\[_*|`#\[\]()<>-]",
     "an escaped character in a link": r"%5C",
     "an HTML entity shown as text": r"&(amp|lt|gt|quot|#\d+);",
-    "a tag shown as text": r"</?(br|details|summary|code|sub|sup)\b",
+    "a tag shown as text": r"</?(br|wbr|details|summary|code|sub|sup)\b",
 }
 LINKED_BY_GITHUB = {"a mention": r"(?<![\w`])@[A-Za-z0-9][\w-]*", "an issue link": r"(?<![\w&`/])#\d+\b"}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from compat_matrix.host import breaks
 from compat_matrix.host.conclude import COULD_NOT_RUN, ORDER, ORPHANED, REDUNDANT, UNKNOWN, Contrast, error_of
 from compat_matrix.host.overrides import OverrideConclusions
 from compat_matrix.host.wording.style import PLAIN, Style, long_lines, sides
@@ -16,7 +17,6 @@ from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind, Observat
 
 EVIDENCE_ROWS = 8  # rows of one override's table; the JSON has the rest
 EVIDENCE_VALUE = 100  # characters of a value in one of its cells; a longer one goes under the table, whole
-EVIDENCE_WORD = 40  # characters a cell's value may run without a space (a column is as wide as its longest word)
 
 
 @dataclass(frozen=True)
@@ -97,8 +97,9 @@ def what_differs(
 
 
 def _fits(text: str) -> bool:
-    """Whether a value reads in a cell of a table that fits a comment: short, and no word that widens its column."""
-    return len(text) <= EVIDENCE_VALUE and all(len(word) <= EVIDENCE_WORD for word in text.split())
+    """Whether a value reads in a cell of a table that fits a comment: short, and no run that widens its column where
+    no break opportunity is (compat_matrix.host.breaks: a column is as wide as its longest)."""
+    return len(text) <= EVIDENCE_VALUE and breaks.fits(text)
 
 
 def _tag(values: dict[tuple[str, ...], str], lines: tuple[str, ...]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from compat_matrix.host.breaks import NBSP
 from compat_matrix.host.conclude import COULD_NOT_RUN, DIFFERENTLY, HARMFUL, NEEDED, ORPHANED, REDUNDANT, UNKNOWN
 from compat_matrix.host.overrides import OverrideConclusions
 from compat_matrix.host.wording.style import MARKDOWN, PLAIN, Style, listed
@@ -128,13 +129,13 @@ def caution(
 
 
 def cell(kind: ConclusionKind) -> str:
-    """A grid cell: the conclusion's symbol and word."""
-    return f"{kind.symbol} {kind}"
+    """A grid cell: the conclusion's symbol and word, which wrap as one."""
+    return f"{kind.symbol}{NBSP}{kind}"
 
 
 def legend(kinds: Sequence[ConclusionKind]) -> str:
     """Each symbol the grid shows, defined once."""
-    return " · ".join(f"{kind.symbol} {kind}: {MEANINGS[kind]}" for kind in kinds)
+    return " · ".join(f"{kind.symbol}{NBSP}{kind}: {MEANINGS[kind]}" for kind in kinds)
 
 
 def stopped(whys: Sequence[str]) -> str | None:
