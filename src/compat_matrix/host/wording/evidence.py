@@ -12,7 +12,7 @@ from compat_matrix.host.overrides import OverrideConclusions
 from compat_matrix.host.wording.style import PLAIN, Style, long_lines, sides
 from compat_matrix.host.wording.versions import versions_text
 from compat_matrix.shared import evidence
-from compat_matrix.shared.results import Observation
+from compat_matrix.shared.results import Code, Observation
 from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind, ObservationName
 
 EVIDENCE_ROWS = 8  # rows of one override's table; the JSON has the rest
@@ -161,3 +161,15 @@ def left_out(count: int) -> str:
     """What an evidence table leaves to the JSON and CSV."""
     which = "observation" if count == 1 else "observations"
     return f"{count} more {which} (warnings, or made on one side only) in the JSON and CSV"
+
+
+def source(name: str, code: Sequence[Code]) -> str | None:
+    """Where the audited `name` is defined, as `file.py:LINE` (the file from its package down: `utf8_tokenizer/
+    char_causal_lm.py:97`, the same in every environment), from the code a cell watched; None where it has none."""
+    found = next((c for c in code if c.name == name and c.units), None)
+    if found is None:
+        return None
+    key = next((k for k, _ in found.units if k.startswith(f"{name}@")), found.units[0][0])
+    line = key.rpartition("@")[2]
+    _, installed, below = found.file.replace("\\", "/").rpartition("-packages/")
+    return f"{below if installed else found.file.rpartition('/')[2]}:{line}" if line.isdigit() else None
