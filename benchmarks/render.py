@@ -40,8 +40,18 @@ MEASURE = r"""
 <script>
 window.addEventListener("load", () => {
   const body = document.querySelector(".markdown-body");
+  // How narrow each table can get (every cell wrapped wherever it may): a copy laid out at min-content, so that a
+  // table that fits says by how much.
+  const narrowest = t => {
+    const copy = t.cloneNode(true);
+    copy.style.cssText = "position:absolute;visibility:hidden;width:min-content;max-width:none";
+    body.appendChild(copy);
+    const width = copy.scrollWidth;
+    copy.remove();
+    return width;
+  };
   const tables = [...body.querySelectorAll("table")].map((t, i) => ({
-    index: i, wide: t.scrollWidth, shown: t.clientWidth,
+    index: i, wide: t.scrollWidth, shown: t.clientWidth, narrowest: narrowest(t),
     head: [...t.querySelectorAll("th")].map(th => th.textContent.trim()).join(" | ").slice(0, 80)}));
   const texts = [];
   const walker = document.createTreeWalker(body, NodeFilter.SHOW_TEXT);
@@ -61,7 +71,7 @@ ARTEFACTS = {
     "a backslash left before punctuation": r"\\[_*|`#\[\]()<>-]",
     "an escaped character in a link": r"%5C",
     "an HTML entity shown as text": r"&(amp|lt|gt|quot|#\d+);",
-    "a tag shown as text": r"</?(br|details|summary|code|sub|sup)\b",
+    "a tag shown as text": r"</?(br|wbr|details|summary|code|sub|sup)\b",
 }
 LINKED_BY_GITHUB = {"a mention": r"(?<![\w`])@[A-Za-z0-9][\w-]*", "an issue link": r"(?<![\w&`/])#\d+\b"}
 
@@ -147,7 +157,8 @@ def main() -> int:
             found = findings(result)
             failed |= bool(found)
             widest = max((t["wide"] for t in result["tables"]), default=0)
-            tables = f"{len(result['tables'])} tables, widest {widest} px"
+            narrow = max((t["narrowest"] for t in result["tables"]), default=0)
+            tables = f"{len(result['tables'])} tables, widest {widest} px (at its narrowest, the widest {narrow} px)"
             print(f"  {window} px window, {result['comment']} px comment, {tables}: {len(found)} findings; {shot}")
             for line in found[:20]:
                 print(f"    {escape(line, quote=False)}")

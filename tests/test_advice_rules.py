@@ -195,7 +195,9 @@ def test_an_override_that_breaks_what_every_correct_one_keeps_is_not_kept_nor_fi
         "m:F", enable, (OnRelease("transformers 5.0.0", judged),), advise(((OnRelease("transformers 5.0.0", judged)),))
     )
     assert found.advice.kind == AdviceKind.REVIEW
-    assert wording.reason(found, ["transformers 5.0.0"], wording.PLAIN) == "breaks layers after enable on 5.0.0"
+    assert (
+        wording.reason(found, ["transformers 5.0.0"], wording.PLAIN) == "breaks checkpointing its layers on 5.0.0"
+    )  # in plain words
     customised = replace(layers, contract=False)  # the same difference where no contract holds: what it is for
     kept = conclude_method(replace(result, observations=(customised, ran)), decide(result), enable, {})
     assert kept.does_its_job

@@ -13,6 +13,7 @@ from compat_matrix.host import render
 from compat_matrix.host.markup import CODE, TEXT, URL, escape, inline, pieces
 from compat_matrix.host.report import make_report
 from compat_matrix.host.wording import MARKDOWN
+from test_markdown import unwrapped
 from test_report import SPEC, observations, result
 
 DOCS = "https://huggingface.co/docs/transformers/main_classes/model#transformers.PreTrainedModel"
@@ -103,7 +104,8 @@ def test_a_value_too_long_for_a_cell_goes_under_the_table_whole_with_each_call_s
     results = [result("5.x", "5.24.0", (*observations(), calls, short, ran))]
     text = render.markdown(make_report(SPEC, results))
     assert "| value (1) | cannot\\_take=\\[\\] |" in text  # the cell names the value, no cut (`offloa…`)
-    assert "| cannot\\_take=kwargs (\\*\\*kwargs) | cannot\\_take=\\[\\] |" in text  # a short one stays in its cell
+    short = "| cannot\\_take=kwargs (\\*\\*kwargs) | cannot\\_take=\\[\\] |"
+    assert short in unwrapped(text)  # a short one stays in its cell
     listed = ["* value (1):", "  * cannot\\_take:", *(f"    * {escape(site)}" for site in SITES)]
     assert "\n".join(listed) in text
     html = MarkdownIt("commonmark", {"html": True}).enable("table").render(text)

@@ -273,3 +273,28 @@ def test_a_method_whose_statements_could_not_be_watched_is_not_redundant_and_an_
     assert judge(attribute, "config_class").verdict == SAME
     old = subject(obs("p", "x", 1, 1), reached("p", ["forward"], ["forward"]), methods=("forward",))
     assert judge(old, "forward").verdict == SAME  # a result from before statements were watched (code is None)
+
+
+@pytest.mark.parametrize(
+    ("file", "units", "expected"),
+    [
+        (
+            "/w/.nox/cell-x/lib/python3.11/site-packages/utf8_tokenizer/char_causal_lm.py",
+            ("enable@97",),
+            "utf8_tokenizer/char_causal_lm.py:97",
+        ),
+        ("C:\\env\\Lib\\site-packages\\pkg\\m.py", ("enable@3", "enable.<locals>.hook@5"), "pkg/m.py:3"),
+        ("/home/me/src/mylib/models.py", ("enable@12",), "models.py:12"),  # not installed: the file's name
+        ("/x/m.py", (), None),  # no code watched
+    ],
+)
+def test_the_evidence_names_where_an_override_is_defined_as_file_and_line(file, units, expected):
+    from compat_matrix.host.wording.evidence import source
+    from compat_matrix.shared.results import Code
+
+    code = [
+        Code("enable", file, tuple((key, ((1, "pass"),)) for key in units)),
+        Code("other", "/y.py", (("other@1", ()),)),
+    ]
+    assert source("enable", code) == expected
+    assert source("missing", code) is None

@@ -16,6 +16,7 @@ from compat_matrix.host.report import make_report
 from compat_matrix.host.spec import Axis, MatrixSpec, Subject
 from compat_matrix.shared.results import CellResult, Code, Observation, SubjectResult
 from compat_matrix.shared.vocabulary import AdviceKind
+from test_markdown import unwrapped
 
 VERSIONS = ("4.57.6", "5.14.1", "5.24.0")
 STAND_IN = (
@@ -236,8 +237,9 @@ def test_one_screen_at_library_scale():
     for cause in ("KeyError: 'chosen'", "HfFolder", "unexpected keyword argument", STAND_IN.split(":")[0]):
         assert screen.count(cause) == 1, cause  # each shared cause once
     assert "/work/x" not in text  # environment paths shortened, everywhere
-    assert "| `OLMoForCausalLM.tie_weights` |" in screen and "**Fix**" in screen  # the rows that ask for action
-    assert "| `SFTTrainer.compute_loss` |" not in screen and "| `SFTTrainer.compute_loss` |" in text  # the rest
+    shown, whole = unwrapped(screen), unwrapped(text)
+    assert "| `OLMoForCausalLM.tie_weights` |" in shown and "**Fix**" in screen  # the rows that ask for action
+    assert "| `SFTTrainer.compute_loss` |" not in shown and "| `SFTTrainer.compute_loss` |" in whole  # the rest
     assert "**Keep 8**" in screen
 
 

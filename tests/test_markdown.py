@@ -65,11 +65,19 @@ def gfm(text: str) -> Cells:
     return parsed
 
 
+def unwrapped(line: str) -> str:
+    """A table row's markdown without what only decides where it wraps (compat_matrix.host.breaks): no `<wbr>`, a
+    `<code>` a code span again, a no-break space a space."""
+    line = line.replace("<wbr>", "").replace("\xa0", " ")
+    return re.sub(r"<code>(.*?)</code>", lambda m: "`" + re.sub(r"\\([\\*_\[\]~])", r"\1", m.group(1)) + "`", line)
+
+
 def source_tables(text: str) -> list[list[str]]:
+    """The tables of `text`, a list of rows each, as their markdown reads without break opportunities."""
     tables, current = [], []
     for line in [*text.splitlines(), ""]:
         if line.startswith("|"):
-            current.append(line)
+            current.append(unwrapped(line))
         elif current:
             tables.append(current)
             current = []

@@ -139,3 +139,15 @@ def test_a_parameter_named_otherwise_counts_only_where_transformers_passes_it_by
     assert signature_gap(ours, base, by_position)["cannot_take"] == []
     assert signature_gap(ours, base, by_name)["cannot_take"] == ["train_dataset (positional or keyword)"]
     assert signature_gap(ours, base)["cannot_take"] == ["train_dataset (positional or keyword)"]  # sites unknown
+
+
+def test_every_built_in_probe_has_plain_words_for_the_first_screen_and_an_unknown_title_reads_as_it_is():
+    from compat_matrix.host.wording.screen import spoken
+    from compat_matrix.probes import plain_words
+
+    built_in = [p for p in registry().values() if p.func.__module__.startswith("compat_matrix.cell.probes")]
+    assert [p.name for p in built_in if p.plain == p.title] == []  # each says what a user does that it checks
+    assert len({p.plain for p in built_in}) == len(built_in)  # and no two alike
+    assert plain_words()["called with no arguments"] == "calling it with no arguments"
+    # an older result's title, or a probe registered elsewhere: as the cell called it, each once
+    assert spoken(["build and init_weights", "my probe", "my probe"]) == ["building the model", "my probe"]

@@ -18,10 +18,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from compat_matrix.host.breaks import to_wrap, wrap
+
 _URL = r"https?://[^\s<>`|\"']+"
 _NAME = r"(?<![\w@/.&#-])@[A-Za-z0-9][A-Za-z0-9-]*(?:/[\w.-]+)?"  # a mention, or a team: @org/team
 _REF = r"(?<![\w&#/.-])(?:[\w.-]+/[\w.-]+)?#\d+\b"  # an issue or pull request: #123, owner/repo#123
 _PIECES = re.compile(rf"(?P<url>{_URL})|(?P<name>{_NAME})|(?P<ref>{_REF})")
+_SPACES = re.compile(r"[ \t\n\r\f\v]+")  # collapsed in a sentence; a no-break space stays (`✗ harmful` as one)
 _TRAILING = ".,;:!?*_~'\""  # what ends a sentence after a URL, not the URL (GitHub's autolinks leave it out too)
 TEXT, URL, CODE = "text", "url", "code"
 
@@ -81,7 +84,7 @@ def _escaped(text: str) -> str:
 def inline(text: str) -> str:
     """A sentence of the report's own, whose backticks mark code, made safe: no HTML, no `|`, one line; a URL in it
     (outside its code) an autolink."""
-    parts = " ".join(text.split()).split("`")
+    parts = _SPACES.sub(" ", text).strip().split("`")
     return "`".join(_inline(part) if i % 2 == 0 else _safe(part) for i, part in enumerate(parts))
 
 
@@ -107,11 +110,14 @@ def _url_pieces(text: str) -> list[tuple[str, str]]:
 
 def table(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> str:
     """A GitHub-flavoured markdown table without padding; every cell escaped once (an `Md` cell is markdown already:
-    only HTML, `|` and line breaks are made safe)."""
+    only HTML, `|` and line breaks are made safe); where its longest runs would not fit a comment side by side, the
+    columns that widen it most given break opportunities (compat_matrix.host.breaks)."""
 
     def safe(cell: Any) -> str:
         return (inline(cell) or " ") if isinstance(cell, Md) else escape(cell)
 
-    lines = ["| " + " | ".join(safe(h) if h else " " for h in header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(safe(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
+    lines = [[safe(h) if h else " " for h in header], *([safe(cell) for cell in row] for row in rows)]
+    wrapped = to_wrap(list(zip(*lines, strict=True)))
+    lines = [[wrap(cell) if i in wrapped else cell for i, cell in enumerate(line)] for line in lines]
+    rendered = ["| " + " | ".join(line) + " |" for line in lines]
+    return "\n".join([rendered[0], "|" + "---|" * len(header), *rendered[1:]])

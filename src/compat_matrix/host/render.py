@@ -42,6 +42,7 @@ from compat_matrix.host.report_json import subject_json as subject_json
 from compat_matrix.host.spec import Subject
 from compat_matrix.host.tests_seen import TEST_COLUMNS, TestsSeen
 from compat_matrix.host.wording import MARKDOWN, PLAIN, Summary, spelled, versions_text
+from compat_matrix.host.wording.evidence import source
 from compat_matrix.shared.results import Discovery
 from compat_matrix.shared.vocabulary import ConclusionKind, Status
 
@@ -333,9 +334,11 @@ def evidence_section(report: Report, subject: Subject) -> list[str]:
     axis = axis_of(order)
     above = health.said_above(report.health, PLAIN)
     ordered = sorted(answer.overrides, key=lambda o: report.grid.rows.index(_row(report.grid, o)))
+    code = next((r.row.result.code for r in answer.rows if r.row.result is not None and r.row.result.code), ())
     for overrides, found in wording.alike([(o, wording.what_differs(o, order, above=above)) for o in ordered]):
         names = ", ".join(wording.name_of(o, False) for o in overrides)
-        out += [f"**{names}** ({str(overrides[0].advice.kind).lower()})", ""]
+        where = [at for o in overrides[:1] if len(overrides) == 1 and (at := source(o.name, code))]
+        out += [f"**{names}** ({str(overrides[0].advice.kind).lower()})" + "".join(f" at `{at}`" for at in where), ""]
         if found.rows:
             out += [table([axis, "call", "with override", "deleted"], [list(r) for r in found.rows]), ""]
         out += values_list(found.values)

@@ -82,6 +82,9 @@ class Probe:
     # uninterrupted run does). Where one differs, the override breaks it; elsewhere a difference may be what the
     # override is for (other logits, another loss). CONTRACT: every observation that carries.
     contract: tuple[str, ...] = ()
+    # What the first screen of the report calls it: what a user does that it checks ("calling it with no arguments"),
+    # for readers who do not know the probes; the title stays in the evidence. Default: the title.
+    plain: str = ""
 
     @property
     def doc(self) -> str:
@@ -114,10 +117,12 @@ def probe(
     kinds: tuple[str, ...] = (MODEL,),
     inspects: bool = False,
     contract: tuple[str, ...] = (),
+    plain: str = "",
 ) -> Callable[[Callable[[Build], Values]], Callable[[Build], Values]]:
     """Register a probe under its function's name: it exercises the named methods; the observations named in
     `carries` (default: all) decide its verdict, those in `informs` are only shown, and those in `contract` (or
-    CONTRACT: all that carry) hold what any correct override gives as the base does."""
+    CONTRACT: all that carry) hold what any correct override gives as the base does. `title` names it in the
+    evidence; `plain` in the first screen, in words for a reader who does not know the probes (default: the title)."""
 
     checked = ((exercises, "exercises"), (carries, "carries"), (informs, "informs"), (kinds, "kinds"))
     for given, what in (*checked, (() if contract == CONTRACT else contract, "contract")):
@@ -130,7 +135,17 @@ def probe(
             raise ValueError(f"a probe named {name!r} is already registered by {_REGISTRY[name].func.__module__}")
         title_ = title or name.replace("_", " ")
         _REGISTRY[name] = Probe(
-            name, func, tuple(exercises), summary, carries, tuple(informs), title_, tuple(kinds), inspects, contract
+            name,
+            func,
+            tuple(exercises),
+            summary,
+            carries,
+            tuple(informs),
+            title_,
+            tuple(kinds),
+            inspects,
+            contract,
+            plain or title_,
         )
         return func
 
@@ -144,6 +159,12 @@ def registry() -> dict[str, Probe]:
 
 def titles() -> dict[str, str]:
     return {name: probe.title for name, probe in _REGISTRY.items()}
+
+
+def plain_words() -> dict[str, str]:
+    """Per probe title (what a report's contrasts carry), what the first screen calls it; a probe without plain
+    words, or a title no registered probe has (a result from elsewhere), reads as its title."""
+    return {probe.title: probe.plain for probe in _REGISTRY.values() if probe.plain != probe.title}
 
 
 def probes_for(methods: tuple[str, ...], kind: str | None = MODEL) -> list[Probe]:

@@ -166,7 +166,13 @@ def non_default(parameter: inspect.Parameter) -> list[Any]:
 # --- the probes -------------------------------------------------------------------------------------------------
 
 
-@probe(exercises=(ENABLE,), summary=("enable", "layers_on"), title="layers after enable", contract=CONTRACT)
+@probe(
+    exercises=(ENABLE,),
+    summary=("enable", "layers_on"),
+    title="layers after enable",
+    plain="checkpointing its layers",
+    contract=CONTRACT,
+)
 def enable_reaches_wrapped_model(build: Build) -> Values:
     """Calls `gradient_checkpointing_enable()` and reads the `gradient_checkpointing` flag of every decoder
     layer inside the subject (never the subject's own flag, which an override that only flags the wrapper
@@ -178,7 +184,13 @@ def enable_reaches_wrapped_model(build: Build) -> Values:
     return {"layers_on": layers_on(instance)}
 
 
-@probe(exercises=(ENABLE, DISABLE), summary=("disable", "layers_on"), title="layers after disable", contract=CONTRACT)
+@probe(
+    exercises=(ENABLE, DISABLE),
+    summary=("disable", "layers_on"),
+    title="layers after disable",
+    plain="switching checkpointing off again",
+    contract=CONTRACT,
+)
 def disable_round_trip(build: Build) -> Values:
     """Enables, then calls `gradient_checkpointing_disable()` and reads the same per-layer flags.
     `layers_on` after the round trip: False when every layer is back off."""
@@ -190,7 +202,7 @@ def disable_round_trip(build: Build) -> Values:
     return {"layers_on": layers_on(instance)}
 
 
-@probe(exercises=(ENABLE,), title="checkpoint kwargs", contract=CONTRACT)
+@probe(exercises=(ENABLE,), title="checkpoint kwargs", plain="the kwargs torch's checkpoint gets", contract=CONTRACT)
 def kwargs_forwarded(build: Build) -> Values:
     """The keyword arguments that reach torch's checkpoint function (every caller, with their effective values,
     defaults included) during one training step, after `gradient_checkpointing_enable()` with no kwargs
@@ -212,7 +224,9 @@ def kwargs_forwarded(build: Build) -> Values:
     return values
 
 
-@probe(exercises=(ENABLE, DISABLE), title="repeated enable", contract=CONTRACT)
+@probe(
+    exercises=(ENABLE, DISABLE), title="repeated enable", plain="enabling twice with other kwargs", contract=CONTRACT
+)
 def enable_sequence(build: Build) -> Values:
     """A later enable must win: the effective kwargs that reach torch's checkpoint function in a training step
     after enabling with one kwargs set and then with the other (`enable_twice`), and after enable, disable,
@@ -233,7 +247,7 @@ def enable_sequence(build: Build) -> Values:
     return values
 
 
-@probe(exercises=(ENABLE,), title="backward pass", contract=CONTRACT)
+@probe(exercises=(ENABLE,), title="backward pass", plain="gradients with checkpointing on", contract=CONTRACT)
 def backward_through_checkpointed_model(build: Build) -> Values:
     """Runs the same batch through the same model twice, without and then with checkpointing enabled, and
     compares the gradients of the parameters inside the checkpointed layers. `layers_with_grads`: layers whose
@@ -270,7 +284,13 @@ def backward_through_checkpointed_model(build: Build) -> Values:
     }
 
 
-@probe(exercises=(ENABLE, DISABLE), informs=("present",), title="entry points", contract=CONTRACT)
+@probe(
+    exercises=(ENABLE, DISABLE),
+    informs=("present",),
+    title="entry points",
+    plain="the other switch names",
+    contract=CONTRACT,
+)
 def entry_points(build: Build) -> Values:
     """Finds every public way the installed transformers offers to switch checkpointing on and off (old names,
     new names, deprecated aliases) and to read its state, by inspecting the subject class. `present` lists them;
@@ -290,7 +310,12 @@ def entry_points(build: Build) -> Values:
     return values
 
 
-@probe(exercises=(ENABLE,), title="new switch parameters", contract=CONTRACT)
+@probe(
+    exercises=(ENABLE,),
+    title="new switch parameters",
+    plain="the switches' new arguments",
+    contract=CONTRACT,
+)
 def switch_parameters(build: Build) -> Values:
     """Every parameter that the installed release's switches take besides their kwargs dict (read from the
     signature in this cell, e.g. `every_n_layers`), called with a value other than its default (the other
@@ -369,7 +394,12 @@ def _trainer_step(build: Build, kwargs: dict[str, Any] | None, pre_enable: bool)
     }
 
 
-@probe(exercises=(ENABLE,), title="Trainer step", contract=CONTRACT)
+@probe(
+    exercises=(ENABLE,),
+    title="Trainer step",
+    plain="checkpointed Trainer training",
+    contract=CONTRACT,
+)
 def trainer_step(build: Build) -> Values:
     """One real `Trainer` training step on the CPU with `gradient_checkpointing=True` in `TrainingArguments`, the
     path users take: without `gradient_checkpointing_kwargs` (`default`), with a kwargs set (`with_kwargs`), and

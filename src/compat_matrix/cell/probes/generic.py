@@ -290,7 +290,14 @@ def parse_call_sites(methods: tuple[str, ...]) -> None:
         call_sites(name)
 
 
-@probe(exercises=ANY, title="transformers' calls", informs=("unused",), inspects=True, kinds=(MODEL, TRAINER))
+@probe(
+    exercises=ANY,
+    title="transformers' calls",
+    plain="what transformers passes it",
+    informs=("unused",),
+    inspects=True,
+    kinds=(MODEL, TRAINER),
+)
 def transformers_calls(build: Build) -> Values:
     """Per audited method: every call of `.<method>(...)` in the installed transformers (outside each model's own
     files), found by parsing its source, and the calls that the base implementation takes but what the variant
@@ -319,7 +326,7 @@ def transformers_calls(build: Build) -> Values:
     return values
 
 
-@probe(exercises=ANY, title="signature", inspects=True, kinds=(MODEL, TRAINER))
+@probe(exercises=ANY, title="signature", plain="its signature", inspects=True, kinds=(MODEL, TRAINER))
 def signature(build: Build) -> Values:
     """Per audited method: the parameters of the base implementation on the installed release that what the
     variant calls cannot take (by name and kind) and that transformers' own calls pass by that name, and the

@@ -216,7 +216,7 @@ def state_survived(saved: Any, loaded: Any) -> bool | Values:
 # --- the probes ------------------------------------------------------------------------------------------------
 
 
-@probe(exercises=ANY, title="called with no arguments", contract=CONTRACT)
+@probe(exercises=ANY, title="called with no arguments", plain="calling it with no arguments", contract=CONTRACT)
 def no_arguments(build: Build) -> Values:
     """Per audited method that the base implementation lets be called with no arguments (accessors such as
     `get_input_embeddings`, switches, `tie_weights`): what a call on a fresh instance returns (a module by its
@@ -240,7 +240,7 @@ def no_arguments(build: Build) -> Values:
     return values
 
 
-@probe(exercises=ANY, title="setters", contract=CONTRACT)
+@probe(exercises=ANY, title="setters", plain="setting a module through it", contract=CONTRACT)
 def setters(build: Build) -> Values:
     """Per audited setter `set_X` with a getter `get_X` (`set_input_embeddings`, `set_output_embeddings`,
     `set_decoder`): called with a copy of what the getter returns, its weights redrawn; then whether the getter
@@ -271,7 +271,7 @@ def setters(build: Build) -> Values:
     return values
 
 
-@probe(exercises=ANY, title="build and init_weights")
+@probe(exercises=ANY, title="build and init_weights", plain="building the model")
 def build_and_init(build: Build) -> Values:
     """The instance as built (same seed for every variant): every parameter group summarized (count, sum,
     absolute sum, to 4 significant digits), the tied parameters and the state dict's size; the class of its config;
@@ -294,7 +294,7 @@ def config_kind(instance: Any) -> str | None:
     return None if config is None else f"{type(config).__module__}.{type(config).__qualname__}"
 
 
-@probe(exercises=ANY, title="forward and backward", informs=(ACROSS_RELEASES,))
+@probe(exercises=ANY, title="forward and backward", plain="the forward and backward pass", informs=(ACROSS_RELEASES,))
 def forward_backward(build: Build) -> Values:
     """One forward pass in eval mode (every tensor it returns summarized), and one training forward and backward:
     the loss (the model's own with the token ids as labels, or the mean square of its first output) and the
@@ -333,7 +333,9 @@ def forward_backward(build: Build) -> Values:
 RELOADED = ("saved", "loaded", "loading_info", "state_survived", "tied", "same_outputs")
 
 
-@probe(exercises=ANY, title="save and load", informs=(ACROSS_RELEASES,), contract=RELOADED)
+@probe(
+    exercises=ANY, title="save and load", plain="saving and reloading", informs=(ACROSS_RELEASES,), contract=RELOADED
+)
 def save_and_load(build: Build) -> Values:
     """`save_pretrained` to a temporary folder and `from_pretrained` back from it (local files only): whether both work;
     what loading reports (missing, unexpected and mismatched keys); whether every tensor of the state dict survived
@@ -372,7 +374,7 @@ def save_and_load(build: Build) -> Values:
 ATTENTION = ("_supports_sdpa", "_supports_flash_attn_2", "_supports_flash_attn", "_supports_flex_attn")
 
 
-@probe(exercises=ATTENTION, title="attention implementations")
+@probe(exercises=ATTENTION, title="attention implementations", plain="loading with each attention implementation")
 def attention_implementations(build: Build) -> Values:
     """What the `_supports_*` flags decide: the attention implementation a fresh model's config names, and, for
     `from_pretrained(folder, attn_implementation=…)` as users load it (eager, sdpa), the one the loaded model's
@@ -408,7 +410,7 @@ def _seeded_round_trip(build: Build, folder: str) -> Values:
     return grouped_summary(list(type(instance).from_pretrained(f"{folder}/seeded").named_parameters()))
 
 
-@probe(exercises=ANY, title="Trainer step without checkpointing")
+@probe(exercises=ANY, title="Trainer step without checkpointing", plain="a Trainer training step")
 def plain_trainer_step(build: Build) -> Values:
     """One real `Trainer` training step on the CPU (no checkpointing): whether it runs, and the training loss."""
     from compat_matrix.cell.probes.checkpointing import training_arguments  # one set of Trainer arguments
@@ -425,7 +427,7 @@ def plain_trainer_step(build: Build) -> Values:
     return {"trained": attempt(step)}
 
 
-@probe(exercises=ANY, title="generate")
+@probe(exercises=ANY, title="generate", plain="generating a token")
 def generate(build: Build) -> Values:
     """One greedy `generate` step of one new token from a fixed prompt, where the instance can generate or an
     audited name is about generation (then also where it cannot: a release that stopped giving the class

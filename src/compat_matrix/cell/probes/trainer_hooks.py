@@ -162,7 +162,13 @@ def _attempted(names: tuple[str, ...], run: Callable[[], Values]) -> Values:
 # --- the probes ------------------------------------------------------------------------------------------------
 
 
-@probe(exercises=ANY, title="Trainer checkpoint and resume", kinds=(TRAINER,), contract=("resumes_where_it_stopped",))
+@probe(
+    exercises=ANY,
+    title="Trainer checkpoint and resume",
+    plain="resuming training from a checkpoint",
+    kinds=(TRAINER,),
+    contract=("resumes_where_it_stopped",),
+)
 def trainer_checkpoint_resume(build: Build) -> Values:
     """`train()` for two steps saving a checkpoint after each (`save_steps=1`, through `_save_checkpoint`, `_save`):
     the files of every checkpoint by name and what its trainer state records (`written`); then a fresh trainer's
@@ -182,7 +188,13 @@ def trainer_checkpoint_resume(build: Build) -> Values:
     return _attempted(("written", "resumed", "resumes_where_it_stopped"), run)
 
 
-@probe(exercises=ANY, title="Trainer load_best_model_at_end", kinds=(TRAINER,), contract=("holds_the_best",))
+@probe(
+    exercises=ANY,
+    title="Trainer load_best_model_at_end",
+    plain="keeping the best model",
+    kinds=(TRAINER,),
+    contract=("holds_the_best",),
+)
 def trainer_load_best_model(build: Build) -> Values:
     """`train()` for two steps with an evaluation and a checkpoint after each and `load_best_model_at_end`, the
     best by the evaluation loss with `greater_is_better=True`, so that the best checkpoint is the first (two steps
@@ -220,7 +232,7 @@ def trainer_load_best_model(build: Build) -> Values:
     return {"loaded": loaded, "holds_the_best": loaded if failed(loaded) else best in loaded["holds_weights_of_steps"]}
 
 
-@probe(exercises=ANY, title="Trainer log", kinds=(TRAINER,), contract=("keys",))
+@probe(exercises=ANY, title="Trainer log", plain="the training log", kinds=(TRAINER,), contract=("keys",))
 def trainer_log(build: Build) -> Values:
     """`train()` for two steps logging each, then `evaluate()` (each calls `log`): every entry of the state's log
     history (`history`) and every dict the callbacks received (`callbacks`), keys and values, times left out and
@@ -241,7 +253,13 @@ def trainer_log(build: Build) -> Values:
     return _attempted(("history", "callbacks", "keys"), run)
 
 
-@probe(exercises=ANY, title="Trainer model_init", kinds=(TRAINER,), contract=("fresh_each_run",))
+@probe(
+    exercises=ANY,
+    title="Trainer model_init",
+    plain="a fresh model each run",
+    kinds=(TRAINER,),
+    contract=("fresh_each_run",),
+)
 def trainer_model_init(build: Build) -> Values:
     """A trainer built by the default factory with `model_init=` (a function that makes the factory's model afresh)
     instead of `model=`, then `train()` twice, each of which must start again from a fresh model (through
@@ -275,7 +293,13 @@ def trainer_model_init(build: Build) -> Values:
     return {"trained": ran, "fresh_each_run": ran if failed(ran) else ran.pop("fresh_each_run")}
 
 
-@probe(exercises=ANY, title="Trainer model card", kinds=(TRAINER,), contract=("wrote_a_card",))
+@probe(
+    exercises=ANY,
+    title="Trainer model card",
+    plain="writing the model card",
+    kinds=(TRAINER,),
+    contract=("wrote_a_card",),
+)
 def trainer_model_card(build: Build) -> Values:
     """`evaluate()` (where the trainer has an evaluation dataset), then `create_model_card(model_name=…)` as
     `push_to_hub` calls it: the lines of the README.md it writes into the output folder, normalised (the output

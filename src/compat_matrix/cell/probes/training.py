@@ -51,7 +51,7 @@ def _with_trainer(build: Build, use: Callable[[Any], Values]) -> Any:
     return attempt(run)
 
 
-@probe(exercises=ANY, title="Trainer train", kinds=(TRAINER,))
+@probe(exercises=ANY, title="Trainer train", plain="training", kinds=(TRAINER,))
 def trainer_train(build: Build) -> Values:
     """`train()` for two steps: the steps run, the training loss and every loss logged on the way (one per step),
     or the error."""
@@ -64,13 +64,13 @@ def trainer_train(build: Build) -> Values:
     return {"trained": _with_trainer(build, train)}
 
 
-@probe(exercises=ANY, title="Trainer evaluate", kinds=(TRAINER,))
+@probe(exercises=ANY, title="Trainer evaluate", plain="evaluating", kinds=(TRAINER,))
 def trainer_evaluate(build: Build) -> Values:
     """`evaluate()` on the evaluation dataset: its metrics (the loss among them), or the error."""
     return {"metrics": _with_trainer(build, lambda instance: metrics(instance.evaluate()))}
 
 
-@probe(exercises=ANY, title="Trainer predict", kinds=(TRAINER,))
+@probe(exercises=ANY, title="Trainer predict", plain="predicting", kinds=(TRAINER,))
 def trainer_predict(build: Build) -> Values:
     """`predict()` on the evaluation dataset: the predictions summarized and the metrics, or the error."""
     import torch
@@ -83,7 +83,7 @@ def trainer_predict(build: Build) -> Values:
     return {"predicted": _with_trainer(build, predict)}
 
 
-@probe(exercises=ANY, title="Trainer save_model", kinds=(TRAINER,))
+@probe(exercises=ANY, title="Trainer save_model", plain="saving the model", kinds=(TRAINER,))
 def trainer_save_model(build: Build) -> Values:
     """`save_model()` to a temporary folder: the files it writes, and whether the model loaded back from them holds
     every tensor of the trained model's state dict, unchanged; or the error."""

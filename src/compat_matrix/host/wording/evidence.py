@@ -6,17 +6,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from compat_matrix.host import breaks
 from compat_matrix.host.conclude import COULD_NOT_RUN, ORDER, ORPHANED, REDUNDANT, UNKNOWN, Contrast, error_of
 from compat_matrix.host.overrides import OverrideConclusions
 from compat_matrix.host.wording.style import PLAIN, Style, long_lines, sides
 from compat_matrix.host.wording.versions import versions_text
 from compat_matrix.shared import evidence
-from compat_matrix.shared.results import Observation
+from compat_matrix.shared.results import Code, Observation
 from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind, ObservationName
 
 EVIDENCE_ROWS = 8  # rows of one override's table; the JSON has the rest
 EVIDENCE_VALUE = 100  # characters of a value in one of its cells; a longer one goes under the table, whole
-EVIDENCE_WORD = 40  # characters a cell's value may run without a space (a column is as wide as its longest word)
 
 
 @dataclass(frozen=True)
@@ -97,8 +97,9 @@ def what_differs(
 
 
 def _fits(text: str) -> bool:
-    """Whether a value reads in a cell of a table that fits a comment: short, and no word that widens its column."""
-    return len(text) <= EVIDENCE_VALUE and all(len(word) <= EVIDENCE_WORD for word in text.split())
+    """Whether a value reads in a cell of a table that fits a comment: short, and no run that widens its column where
+    no break opportunity is (compat_matrix.host.breaks: a column is as wide as its longest)."""
+    return len(text) <= EVIDENCE_VALUE and breaks.fits(text)
 
 
 def _tag(values: dict[tuple[str, ...], str], lines: tuple[str, ...]) -> str:
@@ -160,3 +161,15 @@ def left_out(count: int) -> str:
     """What an evidence table leaves to the JSON and CSV."""
     which = "observation" if count == 1 else "observations"
     return f"{count} more {which} (warnings, or made on one side only) in the JSON and CSV"
+
+
+def source(name: str, code: Sequence[Code]) -> str | None:
+    """Where the audited `name` is defined, as `file.py:LINE` (the file from its package down: `utf8_tokenizer/
+    char_causal_lm.py:97`, the same in every environment), from the code a cell watched; None where it has none."""
+    found = next((c for c in code if c.name == name and c.units), None)
+    if found is None:
+        return None
+    key = next((k for k, _ in found.units if k.startswith(f"{name}@")), found.units[0][0])
+    line = key.rpartition("@")[2]
+    _, installed, below = found.file.replace("\\", "/").rpartition("-packages/")
+    return f"{below if installed else found.file.rpartition('/')[2]}:{line}" if line.isdigit() else None

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from compat_matrix.host.breaks import NBSP
 from compat_matrix.host.conclude import COULD_NOT_RUN, DIFFERENTLY, HARMFUL, NEEDED, ORPHANED, REDUNDANT, UNKNOWN
 from compat_matrix.host.overrides import OverrideConclusions
 from compat_matrix.host.wording.style import MARKDOWN, PLAIN, Style, listed
 from compat_matrix.host.wording.versions import versions_text
+from compat_matrix.probes import plain_words
 from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind, Status
 
 VERBS = {  # what asks for work, in the order a title says it
@@ -70,16 +72,22 @@ def title(name: str, overrides: Sequence[OverrideConclusions], style: Style = MA
     return f"{name}: {listed(parts)} of {len(audited)} overrides"
 
 
+def spoken(titles: Sequence[str]) -> list[str]:
+    """Probe titles as the first screen says them: in the plain words of each probe (`@probe(plain=…)`), each once;
+    a title no registered probe has (an older result, a probe from elsewhere) as it is."""
+    words = plain_words()
+    return list(dict.fromkeys(words.get(title, title) for title in titles))
+
+
 def _failing(override: OverrideConclusions, kind: ConclusionKind) -> tuple[list[str], list[str], str | None]:
-    """The releases where `override` is `kind` (newest first), the probe titles whose contrasts of that kind show it
-    on the newest of them, and their first error."""
+    """The releases where `override` is `kind` (newest first), the probes whose contrasts of that kind show it on
+    the newest of them (in plain words), and their first error."""
     labels = [label for label, c in override.by_release if c.kind == kind]
     if not labels:
         return [], [], None
     conclusion = dict(override.by_release)[labels[0]]
     contrasts = [c for c in conclusion.contrasts if c.kind == kind]
-    titles = list(dict.fromkeys(c.title for c in contrasts))
-    return labels, titles, next((c.error for c in contrasts if c.error), None)
+    return labels, spoken([c.title for c in contrasts]), next((c.error for c in contrasts if c.error), None)
 
 
 def caution(
@@ -128,13 +136,13 @@ def caution(
 
 
 def cell(kind: ConclusionKind) -> str:
-    """A grid cell: the conclusion's symbol and word."""
-    return f"{kind.symbol} {kind}"
+    """A grid cell: the conclusion's symbol and word, which wrap as one."""
+    return f"{kind.symbol}{NBSP}{kind}"
 
 
 def legend(kinds: Sequence[ConclusionKind]) -> str:
     """Each symbol the grid shows, defined once."""
-    return " · ".join(f"{kind.symbol} {kind}: {MEANINGS[kind]}" for kind in kinds)
+    return " · ".join(f"{kind.symbol}{NBSP}{kind}: {MEANINGS[kind]}" for kind in kinds)
 
 
 def stopped(whys: Sequence[str]) -> str | None:
@@ -203,7 +211,7 @@ def reason(
         said.append(f"harmful on {on(HARMFUL)}")
     broken = [(label, c.breaks) for label, c in override.by_release if c.breaks]
     if broken:  # what no correct override does: said as what it breaks, where
-        titles = list(dict.fromkeys(b.title for b in broken[0][1]))
+        titles = spoken([b.title for b in broken[0][1]])
         what = listed([style.text(t) for t in titles[:2]]) + (" …" if len(titles) > 2 else "")
         said.append(f"breaks {what} on {versions_text([label for label, _ in broken], order, axis=False)}")
     elif advice.on(DIFFERENTLY):
@@ -244,7 +252,7 @@ def fix_text(override: OverrideConclusions, order: Sequence[str], style: Style =
     if untried:
         return f"{change}; not verified on {versions_text(untried, order, axis=False)}: the change was not run there"
     elsewhere = f", and on {versions_text(ran, order, axis=False)} nothing passes it what it cannot take" if ran else ""
-    probes = list(dict.fromkeys(p for _, fix in broken for p in fix.probes))
+    probes = spoken([p for _, fix in broken for p in fix.probes])
     tried = f" ({listed([style.text(p) for p in probes])})" if probes else ""
     return f"{change}; verified: with it the class runs on {where}{tried}{elsewhere}"
 
