@@ -223,8 +223,8 @@ def test_real_breakages_get_the_right_advice_per_override_and_release(tmp_path):
     # ... so Fix: accept num_items_in_batch; the widened override ran, and training runs where it raised
     fix = overrides["OldComputeLossTrainer", "compute_loss"]
     assert fix["advice"] == "Fix" and fix["reason"].startswith("accept num_items_in_batch (or **kwargs) and pass it on")
-    verified = "verified: with it the class runs on 4.51.3–5.24.0 (4 releases), and on 4.45.2 nothing passes it"
-    assert verified in fix["reason"]
+    verified = "verified: with it the class runs on 4.51.3–5.24.0 (4 releases) ("  # then the probes it ran in
+    assert verified in fix["reason"] and "writing the model card), and on 4.45.2 nothing passes it" in fix["reason"]
     # 4, 5 and 6. generate on a PreTrainedModel without GenerationMixin: needed up to 4.51, then orphaned, and as
     # shipped generate raises (alike on both sides: that probe told nothing)
     assert on("OwnHeadLM", "prepare_inputs_for_generation") == [needed] * 2 + [orphaned] * 3

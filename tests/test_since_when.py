@@ -17,6 +17,7 @@ import pytest
 from compat_matrix.host import package_index
 from compat_matrix.host.envs import read_stamp
 from conftest import ROOT, run_matrix
+from test_markdown import unwrapped
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +55,7 @@ def test_a_sweep_as_of_a_date_runs_each_minor_and_says_where_the_verdict_changes
     (subject,) = report["subjects"]
     enable, disable = "gradient_checkpointing_enable", "gradient_checkpointing_disable"
     assert subject["glance"] == f"{enable}: redundant 5.15.1 · harmful 5.16.1; {disable}: redundant 5.15.1, 5.16.1"
-    markdown = (tmp_path / "reports" / "char-causal-lm-checkpointing.md").read_text()
+    markdown = unwrapped((tmp_path / "reports" / "char-causal-lm-checkpointing.md").read_text())
     assert "\n| override | transformers 5.15.1 | 5.16.1 | advice |\n" in markdown  # the grid says it too
     assert f"\n| `{enable}` | = redundant | ✗ harmful | **Delete**: " in markdown
     assert "Releases as of 2026-10-11T00:00:00Z (`exclude_newer`)" in markdown
