@@ -222,6 +222,9 @@ def test_on_stand_ins_or_a_model_with_nothing_in_it_the_advice_is_review_never_d
     from compat_matrix.host.wording import caution, reason
 
     assert caveat("trainer", None, 22_688) == STAND_IN  # no factory: a tiny model on rows of token ids
+    assert caveat("trainer", None, 22_688, ("chosen", "rejected")) == STAND_IN.replace(
+        "token ids,", "token ids with a few words in `chosen`, `rejected`,"
+    )  # the columns it asked for, as `init` learnt them
     assert caveat("trainer", "mylib.tiny:trainer", 22_688) is None  # the maintainer's own model and data
     assert caveat("model", None, 0) == ABSTRACT and caveat("model", None, 20_640) is None
     harmful = replace(result(RAISES_WITH_A, seen(A, B), methods=(A, B)), caveat=STAND_IN)

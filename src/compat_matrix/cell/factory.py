@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 Factory = Callable[[type], Any]
@@ -107,18 +108,45 @@ def tiny_trainer(
 
 
 def _made(cls: type, given: dict[str, Any]) -> Any:
-    """`cls(**given)`, or, for a library's trainer that wants more, with its rows as a datasets.Dataset and a
-    tokenizer where it takes one; what still fails says what a factory must give."""
+    """`cls(**given)`, or, for a library's trainer that wants more, with its rows as a datasets.Dataset, a
+    tokenizer where it takes one, and a copy of its model as the reference model where it takes one (which it would
+    otherwise load from the model's hub name: a model made in code has none); what still fails says what a factory
+    must give."""
+    import copy
+
     try:
         return cls(**given)
     except Exception:
         rows = _as_dataset(given["train_dataset"]) if "train_dataset" in given else None
         more = {k: rows for k in ("train_dataset", "eval_dataset") if k in given and rows is not None}
-        if "processing_class" in inspect.signature(cls).parameters:
+        taken = inspect.signature(cls).parameters
+        if "processing_class" in taken:
             more["processing_class"] = tiny_tokenizer()
+        if "ref_model" in taken and given.get("model") is not None:
+            more["ref_model"] = copy.deepcopy(given["model"])
         if not more:
             raise
     return cls(**{**given, **more})
+
+
+def rows_with(columns: Sequence[str]) -> list[dict[str, Any]]:
+    """The tiny dataset's rows, each also holding `columns` (those a trainer asked for: `prompt`, `chosen`,
+    `rejected`): a few words of the tiny tokenizer, others per column."""
+    text = {c: f"t{3 + 2 * i} t{4 + 2 * i} t{5 + 2 * i}" for i, c in enumerate(columns)}
+    return [{**row, **text} for row in tiny_dataset()]
+
+
+@dataclass(frozen=True)
+class TrainerWith:
+    """The default factory for a trainer whose dataset needs `columns`: `tiny_trainer` on `rows_with(columns)`."""
+
+    columns: tuple[str, ...]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return rows_with(self.columns)
+
+    def __call__(self, cls: type) -> Any:
+        return tiny_trainer(cls, self.rows())
 
 
 def tiny_tokenizer() -> Any:

@@ -15,9 +15,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from compat_matrix.cell import tiny, tracing, user_tests, variants
+from compat_matrix.cell import tiny, tracing, trial, user_tests, variants
 from compat_matrix.cell.discovery import discover, discover_overrides, misspelt
-from compat_matrix.cell.factory import Factory, default_factory, load_callable
+from compat_matrix.cell.factory import Factory, TrainerWith, default_factory, load_callable
 from compat_matrix.cell.forks import STOPPED, WATCHDOG_GRACE, Forked, forked, forked_each
 from compat_matrix.cell.observe import DEFAULT_TIMEOUT, ProbeTimeout, call_probe
 from compat_matrix.cell.probes import (
@@ -185,9 +185,13 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     why, parameters = (
         unbuildable(cls, factory, methods, timeout, progress) if failed.kind in (MODEL, TRAINER) else (None, None)
     )
+    columns = columns_it_builds_with(cls, timeout, progress) if why and ask.factory is None else ()
+    if columns:  # a trainer whose dataset needs columns (`chosen`, `rejected`): built as `init` learnt to
+        factory = TrainerWith(columns)
+        why, parameters = unbuildable(cls, factory, methods, timeout, progress)
     if why is not None:
         return replace(failed, status=COULD_NOT_BUILD, reason=why)
-    failed = replace(failed, caveat=caveat(failed.kind, ask.factory, parameters))
+    failed = replace(failed, caveat=caveat(failed.kind, ask.factory, parameters, columns))
     gc.freeze()  # the subject's imports too, before its variants are forked
     prepare(methods)
     gc.freeze()
@@ -307,14 +311,34 @@ STAND_IN = (
     "on the default factory's stand-ins, a tiny model and rows of token ids, not the model and data the trainer is "
     "written for: write a factory to confirm"
 )
+
+
+def columns_it_builds_with(cls: type, timeout: float, progress: Path) -> tuple[str, ...]:
+    """The dataset columns a trainer the default factory cannot build asked for, one by one, where with them it
+    builds (as `init` learns them: compat_matrix.cell.trial); () otherwise. Learnt in a forked child."""
+    from transformers import Trainer
+
+    if not issubclass(cls, Trainer):
+        return ()
+
+    def learn() -> list[str]:
+        found = trial.attempt(cls)
+        return list(found.columns) if found is not None and found.columns and found.then is None else []
+
+    run = forked(learn, progress, trial.TRIES * timeout + WATCHDOG_GRACE, "building it with the columns it asks for")
+    return tuple(run.answer) if run.status == OK and run.answer else ()
+
+
 ABSTRACT = "built with no parameters, an abstract base class: audit the subclasses users build"
 
 
-def caveat(kind: str | None, factory: str | None, parameters: int | None) -> str | None:
+def caveat(kind: str | None, factory: str | None, parameters: int | None, columns: tuple[str, ...] = ()) -> str | None:
     """Why the probes cannot establish that deleting an override changes nothing users see, even where they observed
-    no difference: a Trainer trained on stand-ins, a model with nothing in it."""
+    no difference: a Trainer trained on stand-ins (rows with a few words in the `columns` it asked for, if any), a
+    model with nothing in it."""
     if kind == TRAINER and factory is None:
-        return STAND_IN
+        words = ", ".join(f"`{c}`" for c in columns)
+        return STAND_IN.replace("token ids,", f"token ids with a few words in {words},") if columns else STAND_IN
     if kind == MODEL and parameters == 0:
         return ABSTRACT
     return None

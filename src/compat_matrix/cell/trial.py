@@ -2,8 +2,8 @@
 could not be built, the module it needs that is not installed, and for a trainer the dataset columns it asks for.
 A trainer that fails for a column (`KeyError: 'chosen'`, or a message naming columns in backticks) is built again
 with rows that also hold that column, as text of the tiny tokenizer's words, until it asks for nothing new: the
-columns it asked for are what its factory's dataset needs (`chosen`, `rejected`). These builds only inform the
-starter files; the run builds as it always does.
+columns it asked for are what its factory's dataset needs (`chosen`, `rejected`). The run learns them the same
+way, and builds a trainer with no factory of its own on them where with them it builds (cell.subject).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from compat_matrix.cell import needs, tiny
-from compat_matrix.cell.factory import default_factory, load_callable, tiny_dataset, tiny_trainer
+from compat_matrix.cell.factory import TrainerWith, default_factory, load_callable
 from compat_matrix.cell.forks import WATCHDOG_GRACE, forked
 from compat_matrix.cell.probes import subject_kind
 from compat_matrix.shared.results import OK, Unbuilt
@@ -38,12 +38,6 @@ def asked_for(exc: BaseException) -> list[str]:
     return []
 
 
-def with_columns(columns: list[str]) -> list[dict[str, Any]]:
-    """The tiny dataset's rows, each also holding `columns`: a few words of the tiny tokenizer, other per column."""
-    text = {c: f"t{3 + 2 * i} t{4 + 2 * i} t{5 + 2 * i}" for i, c in enumerate(columns)}
-    return [{**row, **text} for row in tiny_dataset()]
-
-
 def attempt(cls: type) -> Unbuilt | None:
     """Build `cls` as the run would; None where it builds. A trainer that asks for columns is built again with
     them, and the result says which it asked for and what failed once it had them."""
@@ -54,7 +48,7 @@ def attempt(cls: type) -> Unbuilt | None:
     first = last = None
     for _ in range(TRIES):
         try:
-            made = default_factory(cls) if not columns else tiny_trainer(cls, with_columns(columns))
+            made = default_factory(cls) if not columns else TrainerWith(tuple(columns))(cls)
         except tiny.CouldNotBuild as exc:
             last = exc
         except Exception as exc:

@@ -261,17 +261,18 @@ def trainer_log(build: Build) -> Values:
     contract=("fresh_each_run",),
 )
 def trainer_model_init(build: Build) -> Values:
-    """A trainer built by the default factory with `model_init=` (a function that makes the factory's model afresh)
-    instead of `model=`, then `train()` twice, each of which must start again from a fresh model (through
-    `call_model_init`): whether the second run ended where the first did, what `model_init` received on each call,
-    and the steps, losses and weights of both runs; or the error. Inconclusive for a subject with a factory of its
-    own, or whose class takes no `model_init`."""
+    """A trainer built by the default factory (on the rows it built the subject with) with `model_init=` (a function
+    that makes the factory's model afresh) instead of `model=`, then `train()` twice, each of which must start again
+    from a fresh model (through `call_model_init`): whether the second run ended where the first did, what
+    `model_init` received on each call, and the steps, losses and weights of both runs; or the error. Inconclusive
+    for a subject with a factory of its own, or whose class takes no `model_init`."""
     import inspect
 
-    from compat_matrix.cell.factory import default_factory, tiny_trainer, trained_model
+    from compat_matrix.cell.factory import TrainerWith, default_factory, tiny_trainer, trained_model
 
-    if build.factory is not default_factory:
+    if build.factory is not default_factory and not isinstance(build.factory, TrainerWith):
         raise Inconclusive("the subject's own factory builds its trainer with a model, not with model_init")
+    rows = build.factory.rows() if isinstance(build.factory, TrainerWith) else None
     taken = inspect.signature(build.cls).parameters
     if "model_init" not in taken and not any(p.kind == p.VAR_KEYWORD for p in taken.values()):
         raise Inconclusive(f"{build.cls.__name__} takes no model_init")
@@ -282,7 +283,7 @@ def trainer_model_init(build: Build) -> Values:
         return trained_model(build.cls)
 
     def run() -> Values:
-        with trainer(lambda: tiny_trainer(build.cls, model_init=model_init)) as made:
+        with trainer(lambda: tiny_trainer(build.cls, rows, model_init=model_init)) as made:
             first = trained(made.train(), made)
             after_first = weights(made.model)
             second = trained(made.train(), made)

@@ -96,3 +96,46 @@ class WritesNoModelCard(Trainer):
 
     def create_model_card(self, *args, **kwargs):
         return None
+
+
+# A trainer whose dataset needs columns of its own: the default factory builds it as `init` learnt to
+
+
+class PrefersChosen(Trainer):
+    """A preference trainer in the manner of trl's `DPOTrainer`: its rows hold `chosen` and `rejected` text (read one
+    by one, so a dataset without them raises `KeyError: 'chosen'` and then `'rejected'`), tokenized with its
+    processing class, and a reference model, loaded by the model's hub name where none is given (a model made in
+    code has none). Its `compute_loss` is the preference loss; the base's would pass the rejected ids on to the
+    model's `forward`, which refuses them: deleting it breaks training."""
+
+    def __init__(self, model, args=None, train_dataset=None, eval_dataset=None, processing_class=None, ref_model=None):
+        from transformers import AutoModelForCausalLM, default_data_collator
+
+        if ref_model is None:
+            ref_model = AutoModelForCausalLM.from_pretrained(model.config._name_or_path)
+
+        def tokenized(rows):
+            return [{"input_ids": tokens(r["chosen"]), "rejected_ids": tokens(r["rejected"])} for r in rows or ()]
+
+        def tokens(text):
+            return torch.tensor(processing_class(text)["input_ids"])
+
+        super().__init__(
+            model, args, default_data_collator, tokenized(train_dataset), tokenized(eval_dataset), processing_class
+        )
+        self.ref_model = ref_model.eval()
+
+    def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+        chosen, rejected = inputs["input_ids"], inputs["rejected_ids"]
+        with torch.no_grad():
+            reference = self._log_odds(self.ref_model, chosen, rejected)
+        loss = -torch.nn.functional.logsigmoid(self._log_odds(model, chosen, rejected) - reference).mean()
+        return (loss, {"logits": model(chosen).logits}) if return_outputs else loss
+
+    @staticmethod
+    def _log_odds(model, chosen, rejected):
+        def log_prob(ids):
+            logits = model(ids).logits[:, :-1].log_softmax(-1)
+            return logits.gather(-1, ids[:, 1:, None]).squeeze(-1).sum(-1)
+
+        return log_prob(chosen) - log_prob(rejected)
