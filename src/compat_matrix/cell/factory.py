@@ -130,10 +130,15 @@ def _made(cls: type, given: dict[str, Any]) -> Any:
 
 
 def rows_with(columns: Sequence[str]) -> list[dict[str, Any]]:
-    """The tiny dataset's rows, each also holding `columns` (those a trainer asked for: `prompt`, `chosen`,
-    `rejected`): a few words of the tiny tokenizer, others per column."""
-    text = {c: f"t{3 + 2 * i} t{4 + 2 * i} t{5 + 2 * i}" for i, c in enumerate(columns)}
-    return [{**row, **text} for row in tiny_dataset()]
+    """Four rows of the `columns` a trainer asked for (`prompt`, `chosen`, `rejected`), each three words of the tiny
+    tokenizer, others per column and row; no token ids, which a trainer that tokenizes its own columns would take
+    for rows it need not tokenize."""
+    words = tiny_config().vocab_size - 3
+
+    def text(column: int, row: int) -> str:
+        return " ".join(f"t{3 + (8 * column + row + k) % words}" for k in range(3))
+
+    return [{c: text(i, row) for i, c in enumerate(columns)} for row in range(4)]
 
 
 @dataclass(frozen=True)
