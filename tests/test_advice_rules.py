@@ -306,6 +306,26 @@ def test_fix_where_deleting_is_no_way_out_and_the_change_is_verified():
 
 
 @pytest.mark.parametrize(
+    ("without", "fails"),
+    [
+        ((), True),  # the `without tie_weights` variant did not run it (nothing it could change): as shipped, it raises
+        (((TIE, "v_head=0.0"),), False),  # it ran, and with tie_weights alone deleted the build works
+        (((TIE, "error: AttributeError: no all_tied_weights_keys"),), True),
+    ],
+)
+def test_with_several_names_deleting_fails_is_read_from_the_variant_without_that_name_alone(without, fails):
+    """With `_init_weights` audited too, whether deleting `tie_weights` is a way out is what its own variant saw (the
+    base variant deletes both); where that variant skipped the probe, the class as shipped ran in its place."""
+    built = Observation(
+        "build_and_init", "init_weights", "error: " + RAISES, "v_head=0.53", without=without, fixed=((TIE, "v_head=0"),)
+    )
+    olmo_two = replace(olmo(fixed="v_head=0"), methods=(TIE, "_init_weights"))
+    subject = replace(olmo_two, observations=(built, *olmo_two.observations[1:]))
+    fix = fix_of(subject, TIE)
+    assert fix.verified is True and fix.deleting_fails is fails and fix.only_way is fails
+
+
+@pytest.mark.parametrize(
     ("fixed", "deleted", "advice"),
     [
         ("error: " + RAISES, "error: AttributeError: no all_tied_weights_keys", AdviceKind.REVIEW),  # widening fails

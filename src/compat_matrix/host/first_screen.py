@@ -179,7 +179,7 @@ def _not_established(detail: str, one: bool, style: Style) -> str:
         NEVER_RAN: f"{they} never ran in a probe that observed something: write a factory, or inputs, that call {them}",
         LINES: f"some of {their} lines never ran in a probe that observed something: write a factory, or inputs,"
         " that take them (the evidence names them)",
-        UNWATCHED: f"{their} statements could not be watched (no source to instrument)",
+        UNWATCHED: f"{their} statements could not be watched (no copy of their source compiles alone)",
         NO_VALUES: "a variant gave no values (the evidence says why)",
     }
     if detail in said:

@@ -287,12 +287,15 @@ def _code(subject: SubjectResult, name: str) -> Code | None:
 
 
 def _unwatched(subject: SubjectResult, name: str) -> str | None:
-    """Why the statements of a method that ran could not be vouched for: the cell watched statements, but not
-    this method's (it has no source to copy); None where they were watched, or for an attribute."""
+    """Why the statements of a method that ran could not be vouched for: the cell watched statements, but not this
+    method's (no source, or none that compiles alone: compat_matrix.cell.instrument); None where they were watched,
+    or for an attribute."""
     attribute = any(o.name == name and o.kind == ATTRIBUTE for o in subject.overrides)
     if subject.code is None or attribute or _code(subject, name) is not None:
         return None
-    return f"the statements of {name} could not be watched (no source to instrument): what ran cannot be told"
+    return (
+        f"the statements of {name} could not be watched (no copy of its source compiles alone): what ran cannot be told"
+    )
 
 
 def redundant(subject: SubjectResult) -> tuple[str, ...]:
