@@ -13,7 +13,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+from compat_matrix.host import fallback, package_index
 from compat_matrix.host.cells import Cell, install_args, runner_request
 from compat_matrix.host.envs import BYTECODE, environment_for, failed_result, install
 from compat_matrix.host.fingerprints import PACKAGE, fingerprint, inputs_key, installed_key, suite_key
@@ -53,28 +55,68 @@ def run_cell(
     # group is stopped on the way out and no half-written result is left: results are only ever renamed in whole.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     start = time.monotonic()
-    args, request = install_args(spec, cell, pins), runner_request(spec, cell)
-    environment = installed_key(spec, args, reports)
-    key = fingerprint(environment, suite_key(), inputs_key(spec), json.dumps(request.to_json(), sort_keys=True))
+    pins, noted = dict(pins or {}), ()
+    if found := fallback.remembered(reports, _environment(spec, cell, pins, reports)):  # its newest, not a moment ago
+        pins, noted = found[0], (found[1],)
+    request = runner_request(spec, cell)
+    asked = json.dumps(request.to_json(), sort_keys=True)
+    key = fingerprint(_environment(spec, cell, pins, reports), suite_key(), inputs_key(spec), asked)
     previous = _previous(out) if cached else None
     if previous is not None and previous.status == Status.OK and previous.cache_key == key:
-        result = replace(previous, reused=True)
+        result = replace(previous, reused=True, notes=noted)
     else:
-        deadline = start + spec.cell_timeout
-        started = time.time()
-        write_state(out, STARTED, started)
+        how = (start + spec.cell_timeout, log, out, time.time(), reports)
+        write_state(out, STARTED, how[3])
         try:
-            with environment_for(python, environment) as python:
-                result = install(spec, cell, python, (environment, args), deadline, log, out, started)
+            with environment_for(python, _environment(spec, cell, pins, reports)) as python:
+                result, pins, noted = install_newest(spec, cell, python, pins, how, noted)
                 installed = time.monotonic()
-                result = result or _probe(spec, cell, python, request, out, deadline, started)
+                result = result or _probe(spec, cell, python, request, out, how[0], how[3])
             checked = ("environment check and install", round(installed - start, 3))
-            result = replace(result, phases=(checked, *result.phases))
+            result = replace(result, phases=(checked, *result.phases), notes=noted)
         finally:
             state_path(out).unlink(missing_ok=True)
+        key = fingerprint(_environment(spec, cell, pins, reports), suite_key(), inputs_key(spec), asked)
         result = replace(result, cache_key=key, seconds=round(time.monotonic() - start, 2))
     write_json_atomic(out, result.to_json())
     return result
+
+
+def _environment(spec: MatrixSpec, cell: Cell, pins: Mapping[str, str], reports: Path) -> str:
+    """The fingerprint of the environment that installs `cell` with `pins`."""
+    return installed_key(spec, install_args(spec, cell, pins), reports)
+
+
+def install_newest(
+    spec: MatrixSpec, cell: Cell, python: Path, pins: dict[str, str], how: tuple[Any, ...], noted: tuple[str, ...] = ()
+) -> tuple[CellResult | None, dict[str, str], tuple[str, ...]]:
+    """Install the cell with `pins` into the environment of `python`: (None, the pins, notes) where it installed,
+    else (the failure, …). Where they cannot be installed for want of a solution (and were not already a fallback,
+    `noted`), the newest older release of a ranged value that installs (compat_matrix.host.fallback), with the note
+    that says so, remembered. `how`: the install's deadline, log, progress file and start, and the reports folder."""
+    deadline, log, out, started, reports = how
+
+    def attempt(chosen: Mapping[str, str]) -> CellResult | None:
+        wanted = (_environment(spec, cell, chosen, reports), install_args(spec, cell, chosen))
+        return install(spec, cell, python, wanted, deadline, log, out, started)
+
+    failed = attempt(pins)
+    if failed is None or noted or not fallback.unsatisfiable(failed.reason or ""):
+        return failed, pins, noted
+    try:
+        candidates = list(fallback.older(cell, pins, package_index.lookup(os.environ, spec.exclude_newer)))
+    except package_index.ResolveError:
+        return failed, pins, noted
+    for older in candidates:
+        result = attempt(older)
+        if result is None:
+            said = fallback.note(cell, pins, older, failed.reason or "")
+            fallback.remember(reports, _environment(spec, cell, pins, reports), older, said)
+            log(said)
+            return None, older, (said,)
+        if not fallback.unsatisfiable(result.reason or ""):
+            break
+    return failed, pins, noted
 
 
 def _previous(path: Path) -> CellResult | None:

@@ -216,6 +216,7 @@ def context_lines(report: Report) -> list[str]:
     """What each module or package target stood for in the cells, and whether the declared range is honest for
     each subject (subjects that read alike said once)."""
     out = [inline(wording.found_line(target, found)) for target, found in report.found.items()]
+    out += [f"**Installed instead**: {escape(n)}" for n in dict.fromkeys(installed_notes(report.collected))]
     alike: dict[str, list[str]] = {}
     for target, checks in report.ranges.items():
         for check in checks:
@@ -224,6 +225,12 @@ def context_lines(report: Report) -> list[str]:
         whose = f" ({', '.join(wording.name_of_subject(t) for t in targets)})" if report.grid.several else ""
         out.append(f"**Declared range**{whose}: {inline(line)}")
     return [part for line in out for part in (line, "")]
+
+
+def installed_notes(collected: Collected) -> list[str]:
+    """What the cells say of how they were installed (a ranged value's newest release that could not be), in the
+    cells' order."""
+    return [note for c in collected.cells for note in c.result.notes]
 
 
 def health_lines(report: Report) -> list[str]:

@@ -84,6 +84,7 @@ def report_json(report: Report) -> dict[str, Any]:
                 "resolved": r.resolved,
                 "status": r.outcome,
                 "reason": r.reason,
+                "notes": list(r.notes),
                 "subjects": [subject_json(s) for s in mine],
             }
         )

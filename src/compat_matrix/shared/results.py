@@ -360,6 +360,7 @@ class CellResult:
     reused: bool = False  # taken from an earlier run with the same cache_key (`--cached`)
     phases: tuple[tuple[str, float], ...] = ()  # (phase, seconds) of the run, in order: where a cell's time goes
     discovered: tuple[Discovery, ...] = ()  # what each module or package target stood for here
+    notes: tuple[str, ...] = ()  # what the report must say of how it was installed (compat_matrix.host.fallback)
 
     @property
     def outcome(self) -> str:
@@ -383,6 +384,7 @@ class CellResult:
             "reused": self.reused,
             "phases": [list(phase) for phase in self.phases],
             "discovered": [d.to_json() for d in self.discovered],
+            "notes": list(self.notes),
             "subjects": [s.to_json() for s in self.subjects],
         }
 
@@ -401,6 +403,7 @@ class CellResult:
             phases=tuple((str(name), float(seconds)) for name, seconds in data.get("phases", ())),
             subjects=tuple(SubjectResult.from_json(s) for s in data["subjects"]),
             discovered=tuple(Discovery.from_json(d) for d in data.get("discovered", ())),
+            notes=tuple(str(n) for n in data.get("notes", ())),
         )
 
 

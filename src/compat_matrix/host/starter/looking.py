@@ -19,6 +19,7 @@ from packaging.version import Version
 from compat_matrix.host import cell_run, distributions, envs, package_index, uv
 from compat_matrix.host.cells import Cell
 from compat_matrix.host.exits import BadInput
+from compat_matrix.host.fallback import unsatisfiable
 from compat_matrix.host.folders import ENVIRONMENTS_IGNORED, ignore_housekeeping, reports_folder
 from compat_matrix.host.spec import DECLARED, display_path
 from compat_matrix.host.starter.needs import (
@@ -303,9 +304,3 @@ def left_out(start: Start, found: Found, releases_of: Callable[[str], Sequence[V
         unsure=unsure,
         excluded=tuple(sorted(excluded)),
     )
-
-
-def unsatisfiable(why: str) -> bool:
-    """Whether an install failed because its requirements conflict (what installing again cannot change), not for
-    a reason of the moment (the network, a full disk)."""
-    return "pins conflict" in why or "No solution found" in why or "unsatisfiable" in why
