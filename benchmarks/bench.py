@@ -1,6 +1,6 @@
 """How long a run takes against the floor it cannot beat: importing what the probes need, once per cell, from
-compiled bytecode, in as many lanes as the run uses. The warm default matrix, a warm sweep of every 5.x minor from
-5.14 (11 cells) and their ratios, side by side; where a warm cell's time goes; what bytecode costs a cold cell.
+compiled bytecode, in as many lanes as the run uses. The warm default matrix, a warm sweep of the 11 minors from
+5.14 to 5.24 (11 cells) and their ratios, side by side; where a warm cell's time goes; what bytecode costs a cold cell.
 
     python benchmarks/bench.py                 # from the repository root; needs uv and nox (the README's first command)
     python benchmarks/bench.py --quick         # one measurement of each instead of three (--repeat 1)
@@ -34,7 +34,7 @@ from compat_matrix.shared.results import read_cell_result  # noqa: E402
 MATRIX = ROOT / "matrix" / "char-causal-lm-checkpointing.toml"
 LANES = os.cpu_count() or 1
 SCALING = ["5.14.1", "4.57.x", "5.x", "5.20.x", "5.10.x"]
-SWEEP = '[{ each = "minor", range = ">=5.14" }]'  # every 5.x minor from 5.14
+SWEEP = '[{ each = "minor", range = ">=5.14,<=5.24" }]'  # the 11 minors 5.14 … 5.24
 BISECT = ">=5.14,<=5.24"
 OBSERVATION = "entry_points.activation_checkpointing_enable"
 
@@ -308,7 +308,7 @@ def main() -> None:
         watching(cell_pythons(default, runs[-1])[-1], default.subjects[0], show)
         cold_bytecode(cell_pythons(default, runs[-1])[-1], module, folder, show)
         sweep = variant_of(MATRIX, folder / "sweep", "char-causal-lm-checkpointing", SWEEP)
-        warm_against_floor(sweep, folder / "sweep", "sweep of every 5.x minor from 5.14", repeat, show)
+        warm_against_floor(sweep, folder / "sweep", "sweep of the 11 minors 5.14 … 5.24", repeat, show)
         if args.more:
             more(folder, show)
     print("\n| measurement | figure |\n|---|---|")

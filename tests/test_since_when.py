@@ -107,8 +107,8 @@ def test_bisect_finds_the_release_that_brought_a_new_entry_point_and_reuses_its_
 
 def test_a_warm_5x_environment_is_brought_to_the_newest_release(tmp_path, index_cache):
     """First as if the run were before 5.24.0 was released (the index's answer, as recorded, without 5.24.0, kept in
-    the cache): `5.x` installs 5.14.1. Then with today's answer: the same environment is reinstalled in place. In
-    an environment folder of its own, where no other environment already holds 5.24.0 to be shared."""
+    the cache): `5.x` installs 5.14.1. Then with the answer once it was out: the same environment is reinstalled in
+    place. In an environment folder of its own, where no other environment already holds 5.24.0 to be shared."""
     path = matrix(tmp_path, '["5.x"]')
     envdir = tmp_path / "envs"
     recorded = json.loads((ROOT / "tests" / "index" / "transformers.json").read_text())
@@ -121,7 +121,9 @@ def test_a_warm_5x_environment_is_brought_to_the_newest_release(tmp_path, index_
     assert (cell["requested"]["transformers"], cell["resolved"]["transformers"]) == ("5.x", "5.14.1")
 
     for kept in index_cache.rglob("*.json"):
-        kept.unlink()  # today's answer: 5.24.0 is out
+        kept.unlink()
+    whole = (ROOT / "tests" / "index" / "transformers.json").read_text()
+    package_index.cached_uploads("transformers", os.environ, lambda url: whole)  # the answer once 5.24.0 is out
     done, report = run_matrix(path, tmp_path / "reports", envdir)
     assert done.returncode == 0, done.stdout[-3000:]
     (cell,) = report["cells"]

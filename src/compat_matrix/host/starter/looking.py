@@ -16,7 +16,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from compat_matrix.host import cell_run, distributions, envs, package_index, uv
+from compat_matrix.host import cell_run, distributions, envs, fallback, package_index, uv
 from compat_matrix.host.cells import Cell
 from compat_matrix.host.exits import BadInput
 from compat_matrix.host.fallback import unsatisfiable
@@ -149,6 +149,9 @@ def _look_into(
         home.parent.mkdir(parents=True, exist_ok=True)
         log(f"installing {start.requirement} with {shown} into {display_path(home)}")
         python, why = envs.prepared(home, start.spec, cell, reports, pins, log=lambda line: None)
+        if why and before is None and unsatisfiable(why):  # its newest release cannot be installed here
+            python, pins, why = _older(home, start, cell, pins, reports, why, log, releases_of)
+            shown = _shown(cell, pins)
         if why and before is not None:
             added = ", ".join(r for r, _ in start.added[len(before[0].added) :])
             log(f"with {shown}, what init added cannot be installed ({why}): {added} left out")
@@ -172,6 +175,29 @@ def _look_into(
             log(f"{why}: added {requirement} to extra_requirements, looking again")
         before = (start, found)
         start = with_extra(start, missing[: MAX_ADDED - len(start.added)])
+
+
+def _older(
+    home: Path,
+    start: Start,
+    cell: Cell,
+    pins: Mapping[str, str],
+    reports: Path,
+    why: str,
+    log: Callable[[str], None],
+    releases_of: Callable[[str], Sequence[Version]],
+) -> tuple[Path, Mapping[str, str], str | None]:
+    """As a run does (compat_matrix.host.fallback): the newest older release of a ranged value that installs, where
+    the one `pins` names cannot be installed for want of a solution; else `why` it could not."""
+    python = home / "bin" / "python"
+    for older in fallback.older(cell, pins, releases_of):
+        python, again = envs.prepared(home, start.spec, cell, reports, older, log=lambda line: None)
+        if again is None:
+            log(f"with {_shown(cell, pins)}: {fallback.note(cell, pins, older, why)}")
+            return python, older, None
+        if not unsatisfiable(again):
+            break
+    return python, pins, why
 
 
 def fixes(found: Found, start: Start, uploads_of: Callable[[str], package_index.Uploads]) -> list[tuple[str, str]]:
