@@ -7,14 +7,17 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import types
 import zipfile
 from pathlib import Path
 
+import pytest
 from packaging.version import Version
 
 from compat_matrix.host import cell_run, fallback, uv
 from compat_matrix.host.cells import Cell
 from compat_matrix.host.spec import Axis, MatrixSpec
+from compat_matrix.host.starter import looking
 
 REASON = (
     "error: No solution found when resolving dependencies cause: Because only kernels<=0.17.2 is available and "
@@ -65,9 +68,10 @@ def wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ())
             archive.writestr(path, text)
 
 
-def test_a_newest_release_that_needs_what_no_index_has_falls_back_to_the_newest_that_installs(tmp_path, monkeypatch):
-    """cm-fallback-probe 1.2 requires cm-fallback-missing, which no index has: `1.x` installs 1.1, the newest that
-    does, with the note; asked for exactly, 1.2 is a failure of its own."""
+@pytest.fixture
+def wheels(tmp_path, monkeypatch):
+    """A folder of wheels, the only place uv looks: cm-fallback-probe 1.0 and 1.1, and 1.2, which requires
+    cm-fallback-missing, which no index has."""
     links = tmp_path / "wheels"
     links.mkdir()
     for version in ("1.0", "1.1"):
@@ -76,10 +80,36 @@ def test_a_newest_release_that_needs_what_no_index_has_falls_back_to_the_newest_
     monkeypatch.setenv("UV_FIND_LINKS", str(links))
     monkeypatch.setenv("UV_NO_INDEX", "1")
     monkeypatch.setenv("UV_INDEX_URL", (tmp_path / "no-index").as_uri())  # package_index reads nothing there
+    return links
+
+
+SPEC_CELL = (
+    MatrixSpec(Path("m.toml"), "m", (), (Axis("cm-fallback-probe", ("1.x",)),), ()),
+    Cell("m", (("cm-fallback-probe", "1.x"),)),
+)
+
+
+def test_init_looks_into_the_newest_release_that_installs(tmp_path, wheels):
+    """What init installs to look into a package, as a run would: `1.x` is 1.1 where 1.2 cannot be installed."""
+    spec, cell = SPEC_CELL
+    releases = {"cm-fallback-probe": [Version(v) for v in ("1.0", "1.1", "1.2")]}
+    why = "No solution found when resolving dependencies: cm-fallback-probe==1.2 depends on cm-fallback-missing>=9"
+    said = []
+    start = types.SimpleNamespace(spec=spec)
+    python, pins, still = looking._older(
+        tmp_path / "env", start, cell, {"cm-fallback-probe": "1.2"}, tmp_path, why, said.append, releases.get
+    )
+    assert still is None and pins == {"cm-fallback-probe": "1.1"} and python.exists()
+    assert said == ["with cm-fallback-probe==1.2: cm-fallback-probe 1.x: 1.2 cannot be installed here (it needs "
+                    "cm-fallback-missing>=9); 1.1 ran instead"]  # fmt: skip
+
+
+def test_a_newest_release_that_needs_what_no_index_has_falls_back_to_the_newest_that_installs(tmp_path, wheels):
+    """`1.x` installs 1.1, the newest that does, with the note, remembered; asked for exactly, 1.2 is a failure of its
+    own."""
     home, reports = tmp_path / "env", tmp_path / "reports"
     assert subprocess.run([uv.uv_binary(), "venv", "--quiet", str(home)]).returncode == 0
-    spec = MatrixSpec(tmp_path / "m.toml", "m", (), (Axis("cm-fallback-probe", ("1.x",)),), ())
-    cell = Cell("m", (("cm-fallback-probe", "1.x"),))
+    spec, cell = SPEC_CELL
     out = reports / ".cells" / "m" / "cell.json"
     out.parent.mkdir(parents=True)
     how = (time.monotonic() + 120, lambda line: None, out, 0.0, reports)
