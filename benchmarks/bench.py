@@ -62,9 +62,11 @@ def planned(matrix: spec.MatrixSpec) -> tuple[spec.MatrixSpec, list[cells.Cell],
 
 
 def cell_pythons(matrix: spec.MatrixSpec, reports: Path) -> list[Path]:
-    """The interpreters of the matrix's cell environments: those in .nox/ installed with exactly the cells' pins."""
+    """The interpreters of the matrix's cell environments: those in .nox/ installed with exactly the cells' pins (a
+    ranged value's newest release that installs here: cell_run.installed_pins)."""
     matrix, listed, pins = planned(matrix)
-    found = [envs.find_environment(ROOT / ".nox", matrix, cell, reports, pins[cell.id]) for cell in listed]
+    installed = {cell.id: cell_run.installed_pins(matrix, cell, pins[cell.id], reports)[0] for cell in listed}
+    found = [envs.find_environment(ROOT / ".nox", matrix, cell, reports, installed[cell.id]) for cell in listed]
     if None in found:
         sys.exit("a cell's environment is missing from .nox/ after the warm-up run")
     return found

@@ -18,6 +18,7 @@ from compat_matrix.host import cell_run, fallback, uv
 from compat_matrix.host.cells import Cell
 from compat_matrix.host.spec import Axis, MatrixSpec
 from compat_matrix.host.starter import looking
+from compat_matrix.shared.layout import STAMP
 
 REASON = (
     "error: No solution found when resolving dependencies cause: Because only kernels<=0.17.2 is available and "
@@ -125,5 +126,7 @@ def test_a_newest_release_that_needs_what_no_index_has_falls_back_to_the_newest_
     assert {"name": "cm-fallback-probe", "version": "1.1"} in json.loads(listed.stdout)
     assert fallback.remembered(reports, cell_run._environment(spec, cell, {"cm-fallback-probe": "1.2"}, reports))
     exact = Cell("m", (("cm-fallback-probe", "1.2"),))
+    stamp = (home / STAMP).read_bytes()
     failed, kept, none = cell_run.install_newest(spec, exact, python, {}, how)
     assert failed is not None and failed.status == "install-failed" and kept == {} and none == ()
+    assert (home / STAMP).read_bytes() == stamp  # uv found no solution and changed nothing: the environment stays warm

@@ -55,9 +55,7 @@ def run_cell(
     # group is stopped on the way out and no half-written result is left: results are only ever renamed in whole.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     start = time.monotonic()
-    pins, noted = dict(pins or {}), ()
-    if found := fallback.remembered(reports, _environment(spec, cell, pins, reports)):  # its newest, not a moment ago
-        pins, noted = found[0], (found[1],)
+    pins, noted = installed_pins(spec, cell, pins, reports)
     request = runner_request(spec, cell)
     asked = json.dumps(request.to_json(), sort_keys=True)
     key = fingerprint(_environment(spec, cell, pins, reports), suite_key(), inputs_key(spec), asked)
@@ -80,6 +78,16 @@ def run_cell(
         result = replace(result, cache_key=key, seconds=round(time.monotonic() - start, 2))
     write_json_atomic(out, result.to_json())
     return result
+
+
+def installed_pins(
+    spec: MatrixSpec, cell: Cell, pins: Mapping[str, str] | None, reports: Path
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The pins the cell installs, and the note that says why where they are not `pins`: those that ran instead of
+    `pins` a moment ago, where those could not be installed (compat_matrix.host.fallback)."""
+    pins = dict(pins or {})
+    found = fallback.remembered(reports, _environment(spec, cell, pins, reports))
+    return (found[0], (found[1],)) if found else (pins, ())
 
 
 def _environment(spec: MatrixSpec, cell: Cell, pins: Mapping[str, str], reports: Path) -> str:

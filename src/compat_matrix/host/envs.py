@@ -25,6 +25,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from compat_matrix.host.cells import OVERRIDE, Cell, install_args
+from compat_matrix.host.fallback import unsatisfiable
 from compat_matrix.host.fingerprints import environment_key, installed_key
 from compat_matrix.host.folders import LOCK, ignore_housekeeping
 from compat_matrix.host.progress import INSTALLING, state_path, write_state
@@ -185,11 +186,8 @@ def install(
     how = install_kind(read_stamp(home), environment, args)
     if how == KEEP:
         return None  # a warm environment with exactly these pins: nothing to install
+    held = (home / STAMP).read_bytes() if how == IN_PLACE and (home / STAMP).exists() else None
     (home / STAMP).unlink(missing_ok=True)
-    # Installed files may keep the size and mtime of those they replace; their bytecode must not outlive them, nor
-    # what the probes kept about the release (the call sites they parsed).
-    shutil.rmtree(home / BYTECODE, ignore_errors=True)
-    shutil.rmtree(home / KEPT, ignore_errors=True)
     write_state(out, INSTALLING, started)
     # Each command made when it runs: the overrides file uv_args writes into the environment must come after the
     # `uv venv --clear` that empties it.
@@ -211,7 +209,14 @@ def install(
             return failed_result(spec, cell, TIMED_OUT, f"install exceeded the cell limit of {spec.cell_timeout:g}s")
         if done.returncode != 0:
             log(done.stderr.strip())
-            return failed_result(spec, cell, INSTALL_FAILED, installer_reason(done.stderr + done.stdout))
+            why = installer_reason(done.stderr + done.stdout)
+            if held is not None and unsatisfiable(why):  # uv found no solution and changed nothing: still warm
+                (home / STAMP).write_bytes(held)
+            return failed_result(spec, cell, INSTALL_FAILED, why)
+    # Installed files may keep the size and mtime of those they replace; their bytecode must not outlive them, nor
+    # what the probes kept about the release (the call sites they parsed).
+    shutil.rmtree(home / BYTECODE, ignore_errors=True)
+    shutil.rmtree(home / KEPT, ignore_errors=True)
     why = mismatched_builds(installed(python), import_error(python))
     if why:
         return failed_result(spec, cell, INSTALL_FAILED, why)
