@@ -74,8 +74,10 @@ def cell_pythons(matrix: spec.MatrixSpec, reports: Path) -> list[Path]:
 
 def import_code(module: str) -> str:
     """What any run of the probes has to import: torch, transformers, the subject's module and the parts of
-    transformers the probes use (`Trainer`, generation, the model classes the factory builds: PREWARM)."""
-    return f"import torch, transformers, {module}, " + ", ".join(PREWARM)
+    transformers the probes use (`Trainer`, generation, the model classes the factory builds: PREWARM); then out
+    at once. Leaving normally, Python's last garbage collections over that heap take 1 to 3 s more, which a cell does
+    not pay (its runner freezes the heap after the imports): the floor is the imports alone."""
+    return f"import torch, transformers, {module}, " + ", ".join(PREWARM) + "; import os; os._exit(0)"
 
 
 def floor(pythons: list[Path], module: str) -> float:
