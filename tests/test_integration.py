@@ -132,13 +132,38 @@ def test_bad_matrix_file_runs_nothing_and_exits_2(tmp_path):
     assert not (tmp_path / "reports" / ".cells").exists()
 
 
+# A probe of the factory itself, in the same cell: the plain tiny model it copies after the first build is what a
+# build gives, weight for weight, shares no tensor with another copy, and leaves torch's generator where a build does.
+COPIES = """
+import torch
+from transformers import LlamaForCausalLM
+
+from compat_matrix import ANY, probe
+from compat_matrix.cell.factory import SEED, tiny_causal_lm, tiny_config
+
+
+@probe(exercises=ANY)
+def copied_like_built(build):
+    first, second = tiny_causal_lm(), tiny_causal_lm()
+    after_copy = torch.get_rng_state()
+    torch.manual_seed(SEED)
+    built = LlamaForCausalLM(tiny_config())
+    weights = all(torch.equal(a, b) for a, b in zip(built.state_dict().values(), second.state_dict().values()))
+    shared = any(a.data_ptr() == b.data_ptr() for a, b in zip(first.parameters(), second.parameters()))
+    return {"like_built": [weights, shared, torch.equal(after_copy, torch.get_rng_state())]}
+"""
+
+
 def test_a_probe_module_of_your_own_runs_beside_the_built_in_ones_and_a_broken_one_is_an_observation(tmp_path):
     example = tmp_path / "custom-probe"
     shutil.copytree(ROOT / "examples" / "custom-probe", example)
     (example / "broken_probes.py").write_text('raise RuntimeError("cannot import this")\n')
+    (example / "copies.py").write_text(COPIES)
     matrix = example / "matrix.toml"
     matrix.write_text(
-        matrix.read_text().replace('"./compat_probes.py"]', '"./compat_probes.py", "./broken_probes.py"]')
+        matrix.read_text().replace(
+            '"./compat_probes.py"]', '"./compat_probes.py", "./broken_probes.py", "./copies.py"]'
+        )
     )
     done, report = run_matrix(matrix, tmp_path / "reports")
     assert done.returncode == 0, done.stdout[-3000:]
@@ -146,6 +171,8 @@ def test_a_probe_module_of_your_own_runs_beside_the_built_in_ones_and_a_broken_o
     (subject,) = cell["subjects"]
     assert cell["status"] == "ok" and subject["verdict"] == "differs"
     observed = {(o["probe"], o["name"]): o for o in subject["observations"]}
+    copies = observed["copied_like_built", "like_built"]
+    assert copies["override"] == copies["base"] == [True, False, True]  # same weights, nothing shared, same generator
     mine = observed["frozen_model_input_grads", "loss_requires_grad"]
     assert mine["override"] is False  # the module get_input_embeddings returns is never called: no input grads
     broken = observed["broken_probes.py", "error"]  # named as the matrix file names it

@@ -54,17 +54,16 @@ _PLAIN: dict[Any, tuple[Any, Any]] = {}  # per default dtype: the plain tiny cau
 def tiny_causal_lm(cls: type | None = None) -> Any:
     """A 2-layer LlamaForCausalLM (or `cls`, built like it) from a LlamaConfig made in code, same weights on every
     call. The plain one (no `cls`), the model most builds wrap or train, is built once per process and copied after
-    that, with torch's generator left as the build left it: a copy takes half the time of a build, and the
-    variants' children build it dozens of times each. A class of the subject's is built every time."""
+    that, with torch's generators seeded and the CPU's left as the build left it: a copy takes half the time of a
+    build, and the variants' children build it dozens of times each. A class of the subject's is built every time."""
     import torch
     from transformers import LlamaForCausalLM
 
+    torch.manual_seed(SEED)
     if cls is not None:
-        torch.manual_seed(SEED)
         return cls(tiny_config())
     dtype = torch.get_default_dtype()
     if dtype not in _PLAIN:
-        torch.manual_seed(SEED)
         _PLAIN[dtype] = (LlamaForCausalLM(tiny_config()), torch.get_rng_state())
     model, generator = _PLAIN[dtype]
     torch.set_rng_state(generator)
