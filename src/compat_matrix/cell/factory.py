@@ -7,8 +7,11 @@ instance; the matrix file may name its own (`factory = "module:callable"`).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
 import inspect
+import os
+import re
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,6 +49,10 @@ QUIET_TRAINING = {
     "dataloader_pin_memory": False,
     "remove_unused_columns": False,
 }
+
+# Fields of a library's own arguments that `tiny_trainer` sets where the class has them, to fit its tiny batch:
+# completions generated per prompt (a group must divide the batch of two), and as few tokens as make a completion.
+TINY_GENERATION = {"num_generations": 2, "max_completion_length": 4}
 
 
 _PLAIN: dict[Any, tuple[Any, Any]] = {}  # per default dtype: the plain tiny causal LM this process built first
@@ -93,8 +100,10 @@ def tiny_trainer(
     arguments = arguments_class(cls)
     # A library's own arguments may default to bf16 where a GPU would run it: a CPU's.
     on_cpu = {} if arguments is TrainingArguments else {"use_cpu": True, "bf16": False, "fp16": False}
+    fields = {f.name for f in dataclasses.fields(arguments)}
     args = arguments(
         **on_cpu,
+        **{k: v for k, v in TINY_GENERATION.items() if k in fields},
         output_dir=tempfile.mkdtemp(prefix="compat-matrix-trainer-"),
         max_steps=2,
         per_device_train_batch_size=2,
@@ -122,9 +131,10 @@ def tiny_trainer(
 
 def _made(cls: type, given: dict[str, Any]) -> Any:
     """`cls(**given)`, or, for a library's trainer that wants more, with its rows as a datasets.Dataset, a
-    tokenizer where it takes one, and a copy of its model as the reference model where it takes one (which it would
-    otherwise load from the model's hub name: a model made in code has none); what still fails says what a factory
-    must give."""
+    tokenizer where it takes one, a copy of its model as the reference or teacher model where it takes one (which it
+    would otherwise load from the model's hub name: a model made in code has none), and `tiny_reward` where it takes
+    reward functions; then, where its model may be a path, with the folder that model was saved in, in its place (a
+    reward trainer loads it with the one output it needs). What still fails says what a factory must give."""
     try:
         return cls(**given)
     except Exception:
@@ -133,11 +143,51 @@ def _made(cls: type, given: dict[str, Any]) -> Any:
         taken = inspect.signature(cls).parameters
         if "processing_class" in taken:
             more["processing_class"] = tiny_tokenizer()
-        if "ref_model" in taken and given.get("model") is not None:
-            more["ref_model"] = copy.deepcopy(given["model"])
+        if given.get("model") is not None and "args" in given:
+            _saved_for_loading(given["model"], given["args"].output_dir)
+        for other in ("ref_model", "teacher_model"):
+            if other in taken and given.get("model") is not None:
+                more[other] = copy.deepcopy(given["model"])
+        if "reward_funcs" in taken:
+            more["reward_funcs"] = [tiny_reward]
         if not more:
             raise
-    return cls(**{**given, **more})
+    try:
+        return cls(**{**given, **more})
+    except Exception:
+        folder = getattr(getattr(given.get("model"), "config", None), "_name_or_path", None)
+        if not folder or not takes_path(cls):
+            raise
+    return cls(**{**given, **more, "model": folder})  # a trainer that configures the model it loads itself
+
+
+def takes_path(cls: type) -> bool:
+    """Whether the type hint of `cls.__init__`'s `model` names `str` (`model: str | PreTrainedModel`), read from
+    its text where the rest of it names what is not installed here."""
+    hint = hint_of(cls, "model")
+    if hint is not None:
+        return str in _types(hint)
+    written = inspect.signature(cls).parameters.get("model", inspect.Parameter("model", 1)).annotation
+    return isinstance(written, str) and "str" in re.split(r"[^\w.]+", written)
+
+
+def _saved_for_loading(model: Any, output_dir: str) -> None:
+    """Give a model made in code, which has no hub name, a folder to be loaded from, as a trainer does that builds
+    its reference or teacher model from the model's `name_or_path`: the model and the tiny tokenizer, saved in the
+    trainer's output folder."""
+    config = getattr(model, "config", None)
+    if config is None or getattr(config, "_name_or_path", None):
+        return
+    folder = os.path.join(output_dir, "tiny-model")
+    model.save_pretrained(folder)
+    tiny_tokenizer().save_pretrained(folder)
+    config._name_or_path = folder
+
+
+def tiny_reward(completions: Sequence[Any], **_: Any) -> list[float]:
+    """A reward function as RL trainers call them (`completions=` and the rows' other columns): a completion's
+    length, so that completions differ in reward."""
+    return [float(len(str(c))) for c in completions]
 
 
 def rows_with(columns: Sequence[str]) -> list[dict[str, Any]]:
