@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from compat_matrix.cell.factory import takes_path
 from compat_matrix.cell.subject import unloadable
 from compat_matrix.host import factories, fingerprints, wording
 from compat_matrix.host.spec import MatrixError, load
@@ -111,3 +112,27 @@ def test_a_factory_that_cannot_be_imported_says_so_and_where_it_goes():
 )  # fmt: skip
 def test_a_row_that_could_not_run_says_its_real_cause_first(whys, said):
     assert wording.stopped(whys) == said
+
+
+class _Hinted:
+    """`model` hints as trainers write them: a string naming what is not installed here, a type, none."""
+
+    def __init__(self, model: str | NotInstalled, args=None):  # noqa: F821 - a name this machine lacks
+        pass
+
+
+class _ModelOnly:
+    def __init__(self, model: PreTrainedModel | torch.nn.Module):  # noqa: F821
+        pass
+
+
+class _Unhinted:
+    def __init__(self, model):
+        pass
+
+
+@pytest.mark.parametrize(("cls", "takes"), [(_Hinted, True), (_ModelOnly, False), (_Unhinted, False)])
+def test_the_default_factory_hands_a_path_only_to_a_trainer_whose_model_may_be_one(cls, takes):
+    """Where a trainer still fails, the default factory tries the folder its model was saved in (trl's
+    RewardTrainer configures the model it loads itself): only where the `model` hint names `str`."""
+    assert takes_path(cls) is takes

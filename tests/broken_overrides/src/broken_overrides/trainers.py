@@ -3,10 +3,11 @@ and dataset); and a control."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import torch
-from transformers import Trainer
+from transformers import Trainer, TrainingArguments
 
 
 class ScalesLoss(Trainer):
@@ -139,3 +140,53 @@ class PrefersChosen(Trainer):
             return logits.gather(-1, ids[:, 1:, None]).squeeze(-1).sum(-1)
 
         return log_prob(chosen) - log_prob(rejected)
+
+
+@dataclasses.dataclass
+class GroupConfig(TrainingArguments):
+    """Arguments in the manner of trl's `GRPOConfig`: completions generated per prompt, a group that must divide the
+    batch (its default, 8, does not divide the tiny batch of two)."""
+
+    num_generations: int = 8
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.per_device_train_batch_size % self.num_generations:
+            raise ValueError(
+                f"generation_batch_size ({self.per_device_train_batch_size}) must be divisible by num_generations "
+                f"({self.num_generations})."
+            )
+
+
+class RewardsGroups(Trainer):
+    """An RL trainer in the manner of trl's `RLOOTrainer`: arguments of its own (`GroupConfig`), reward functions it
+    cannot do without, and a reference model it loads by the model's name (a model made in code has none). Its
+    `compute_loss` weighs the loss by the group's rewards and adds the distance to the reference: deleting it
+    changes the loss."""
+
+    def __init__(
+        self,
+        model,
+        reward_funcs,
+        args: GroupConfig | None = None,
+        train_dataset=None,
+        eval_dataset=None,
+        processing_class=None,
+    ):
+        from transformers import AutoModelForCausalLM
+
+        self.reference = AutoModelForCausalLM.from_pretrained(model.config._name_or_path).eval()
+        self.reward_funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
+        super().__init__(
+            model, args, train_dataset=train_dataset, eval_dataset=eval_dataset, processing_class=processing_class
+        )
+
+    def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+        outputs = model(input_ids=inputs["input_ids"], labels=inputs["labels"])
+        texts = [" ".join(map(str, ids.tolist())) for ids in inputs["input_ids"]]
+        rewards = torch.tensor([f(completions=texts) for f in self.reward_funcs]).sum(0)
+        with torch.no_grad():
+            reference = self.reference(input_ids=inputs["input_ids"]).logits
+        distance = (outputs.logits - reference).pow(2).mean()
+        loss = outputs.loss * (rewards / rewards.max()).mean() + distance
+        return (loss, outputs) if return_outputs else loss
