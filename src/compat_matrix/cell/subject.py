@@ -185,8 +185,8 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     why, parameters = (
         unbuildable(cls, factory, methods, timeout, progress) if failed.kind in (MODEL, TRAINER) else (None, None)
     )
-    columns = columns_it_builds_with(cls, timeout, progress) if why and ask.factory is None else ()
-    if columns:  # a trainer whose dataset needs columns (`chosen`, `rejected`): built as `init` learnt to
+    columns = columns_it_builds_with(cls, timeout, progress) if failed.kind == TRAINER and ask.factory is None else ()
+    if columns:  # a trainer whose dataset needs columns (`chosen`, `rejected`, `prompt`): built as `init` learnt to
         factory = TrainerWith(columns)
         why, parameters = unbuildable(cls, factory, methods, timeout, progress)
     if why is not None:
@@ -314,8 +314,9 @@ STAND_IN = (
 
 
 def columns_it_builds_with(cls: type, timeout: float, progress: Path) -> tuple[str, ...]:
-    """The dataset columns a trainer the default factory cannot build asked for, one by one, where with them it
-    builds (as `init` learns them: compat_matrix.cell.trial); () otherwise. Learnt in a forked child."""
+    """The dataset columns a trainer asked for, one by one, in its build or its first training steps with the
+    default factory, where with them it builds (as `init` learns them: compat_matrix.cell.trial); () otherwise.
+    Learnt in a forked child."""
     from transformers import Trainer
 
     if not issubclass(cls, Trainer):

@@ -1,9 +1,10 @@
 """What `compat-matrix init` learns by building each class it found with the default factory, as shipped: why one
 could not be built, the module it needs that is not installed, and for a trainer the dataset columns it asks for.
-A trainer that fails for a column (`KeyError: 'chosen'`, or a message naming columns in backticks) is built again
-with rows that also hold that column, as text of the tiny tokenizer's words, until it asks for nothing new: the
-columns it asked for are what its factory's dataset needs (`chosen`, `rejected`). The run learns them the same
-way, and builds a trainer with no factory of its own on them where with them it builds (cell.subject).
+A trainer that fails for a column (`KeyError: 'chosen'`, or a message naming columns in backticks), in its build or
+in its first training steps, is built again with rows that also hold that column, as text of the tiny tokenizer's
+words, until it asks for nothing new: the columns it asked for are what its factory's dataset needs (`chosen`,
+`rejected`, `prompt`). The run learns them the same way, and builds a trainer with no factory of its own on them
+where with them it builds (cell.subject).
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ def asked_for(exc: BaseException) -> list[str]:
 
 
 def attempt(cls: type) -> Unbuilt | None:
-    """Build `cls` as the run would; None where it builds. A trainer that asks for columns is built again with
-    them, and the result says which it asked for and what failed once it had them."""
+    """Build `cls` as the run would, and train it where it is a trainer; None where that works or fails for a reason
+    the probes observe. A trainer that asks for columns is built again with them, and the result says which it
+    asked for and what failed once it had them."""
     from transformers import Trainer
 
     target = f"{cls.__module__}:{cls.__qualname__}"
@@ -57,9 +59,10 @@ def attempt(cls: type) -> Unbuilt | None:
             last = tiny.unbuilt(cls, exc)
             last.__cause__ = exc
         else:
+            last = _asks_in_training(made, columns) if issubclass(cls, Trainer) else None
             _clean(made)
-            last = None
-            break
+            if last is None:
+                break
         first = first or last
         more = [c for c in asked_for(last) if c not in columns] if issubclass(cls, Trainer) else []
         if not more:
@@ -69,6 +72,21 @@ def attempt(cls: type) -> Unbuilt | None:
         return None
     then = None if last is None or not columns else last.why  # None: with the columns it asked for, it built
     return Unbuilt(target, str(first), needs.missing_module(first, cls), tuple(columns), then, subject_kind(cls))
+
+
+def _asks_in_training(trainer: Any, columns: list[str]) -> tiny.CouldNotBuild | None:
+    """Why a trainer that builds could not train, where it asks for a column it was not given (trl's GRPOTrainer
+    builds on any rows, and reads `prompt` at its first step); None where it trains, or fails for another reason
+    (which the probes observe)."""
+    try:
+        trainer.train()
+    except Exception as exc:
+        if not [c for c in asked_for(exc) if c not in columns]:
+            return None
+        failed = tiny.unbuilt(type(trainer), exc, f"its first training steps raise {tiny.describe(exc)}")
+        failed.__cause__ = exc
+        return failed
+    return None
 
 
 def _clean(made: Any) -> None:
