@@ -160,9 +160,10 @@ class GroupConfig(TrainingArguments):
 
 class RewardsGroups(Trainer):
     """An RL trainer in the manner of trl's `RLOOTrainer`: arguments of its own (`GroupConfig`), reward functions it
-    cannot do without, and a reference model it loads by the model's name (a model made in code has none). Its
-    `compute_loss` weighs the loss by the group's rewards and adds the distance to the reference: deleting it
-    changes the loss."""
+    cannot do without, a reference model it loads by the model's name (a model made in code has none), and rows
+    handed over untouched, whose `prompt` it reads only once it trains (its build takes any rows). Its
+    `compute_loss` tokenizes the prompts, weighs the loss by their rewards and adds the distance to the reference:
+    deleting it breaks training (the base passes the rows to the model's `forward`)."""
 
     def __init__(
         self,
@@ -178,15 +179,21 @@ class RewardsGroups(Trainer):
         self.reference = AutoModelForCausalLM.from_pretrained(model.config._name_or_path).eval()
         self.reward_funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
         super().__init__(
-            model, args, train_dataset=train_dataset, eval_dataset=eval_dataset, processing_class=processing_class
+            model,
+            args,
+            data_collator=lambda rows: {"rows": rows},
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            processing_class=processing_class,
         )
 
     def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
-        outputs = model(input_ids=inputs["input_ids"], labels=inputs["labels"])
-        texts = [" ".join(map(str, ids.tolist())) for ids in inputs["input_ids"]]
-        rewards = torch.tensor([f(completions=texts) for f in self.reward_funcs]).sum(0)
+        prompts = [row["prompt"] for row in inputs["rows"]]
+        ids = torch.tensor(self.processing_class(prompts)["input_ids"])
+        outputs = model(input_ids=ids, labels=ids)
+        rewards = torch.tensor([f(completions=prompts) for f in self.reward_funcs]).sum(0)
         with torch.no_grad():
-            reference = self.reference(input_ids=inputs["input_ids"]).logits
+            reference = self.reference(input_ids=ids).logits
         distance = (outputs.logits - reference).pow(2).mean()
         loss = outputs.loss * (rewards / rewards.max()).mean() + distance
         return (loss, outputs) if return_outputs else loss
