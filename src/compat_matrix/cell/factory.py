@@ -306,7 +306,8 @@ def default_factory(cls: type) -> Any:
     LlamaConfig (LlamaForCausalLM and its subclasses): built from a tiny one. A class built like
     CharacterCausalLMWrapper (it takes `model=`), or no PreTrainedModel: its own config class plus `model=` a tiny
     causal LM (of the kind its config names, else a LlamaForCausalLM). Any other PreTrainedModel subclass: its own
-    config class with every size shrunk (compat_matrix.cell.tiny). Raises tiny.CouldNotBuild."""
+    config class with every size shrunk (compat_matrix.cell.tiny), with an adapter and a head where it is a model of
+    the adapters library (`with_adapter`). Raises tiny.CouldNotBuild."""
     import torch
     from transformers import LlamaConfig, PreTrainedModel, Trainer
 
@@ -321,11 +322,11 @@ def default_factory(cls: type) -> Any:
             raise tiny.unbuilt(cls, exc) from exc
     config_class = getattr(cls, "config_class", None)
     if isinstance(config_class, type) and issubclass(config_class, LlamaConfig):
-        return tiny_causal_lm(cls)
+        return with_adapter(tiny_causal_lm(cls))
     if not isinstance(config_class, type):
         raise tiny.CouldNotBuild(cls, f"its config_class is {config_class!r}, not a config class")
     if issubclass(cls, PreTrainedModel) and ("model" not in inspect.signature(cls).parameters or builds_own(cls)):
-        return tiny.build(cls)
+        return with_adapter(tiny.build(cls))
     try:
         config = cls.config_class()
         model = tiny.wrapped_model(config) or tiny_causal_lm()
@@ -333,6 +334,30 @@ def default_factory(cls: type) -> Any:
         return cls(config, model=model)
     except Exception as exc:
         raise tiny.unbuilt(cls, exc) from exc
+
+
+# The heads of the adapters library's models with flexible heads (`head_types`), in the order the default factory
+# picks one: a language model's, so that the model returns a loss and generates, else a classifier's.
+HEADS = ("causal_lm", "seq2seq_lm", "masked_lm", "image_classification", "classification")
+
+
+def with_adapter(model: Any) -> Any:
+    """A model of the adapters library (it has `train_adapter`) as it is used: with an adapter `tiny`, trained alone,
+    and, where it takes heads (`head_types`), the first of HEADS it takes, so that its own forward, generation and
+    saving run; any other model as it is. Raises tiny.CouldNotBuild where that fails."""
+    from compat_matrix.cell import tiny
+
+    if not callable(getattr(model, "train_adapter", None)):
+        return model
+    head = next((h for h in HEADS if h in getattr(model, "head_types", ())), None)
+    try:
+        model.add_adapter("tiny")
+        if head is not None:
+            getattr(model, f"add_{head}_head")("tiny")
+        model.train_adapter("tiny")
+    except Exception as exc:
+        raise tiny.unbuilt(type(model), exc, f"adding an adapter: {tiny.describe(exc)}") from exc
+    return model
 
 
 def builds_own(cls: type) -> bool:

@@ -172,6 +172,8 @@ def build(cls: type) -> Any:
     start = time.process_time()
     try:
         config = tiny_config(cls.config_class, targets, getattr(cls, "main_input_name", "input_ids"))
+        if config.is_encoder_decoder and getattr(config, "decoder_start_token_id", None) is None:
+            config.decoder_start_token_id = config.pad_token_id  # T5's: its checkpoints set it, its config does not
         torch.manual_seed(SEED)
         model = cls(config)
     except Exception as exc:
