@@ -23,6 +23,9 @@ CHECKPOINT = "checkpoint-"  # transformers' PREFIX_CHECKPOINT_DIR, the same in e
 STATE_FILE = "trainer_state.json"
 CARD_FILE = "README.md"
 CARD_MODEL_NAME = "tiny-model"  # what push_to_hub passes as model_name
+# The repository a push would go to, set where the best model is kept (nothing is pushed): an override of
+# `_save_checkpoint` that names its card by it (trl's) takes that branch there, and the other in the resume probe.
+HUB_MODEL_ID = f"tiny-user/{CARD_MODEL_NAME}"
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b")
 _METRIC_LINE = re.compile(r"^(\s*- ([\w./-]+)): .*$")  # `- eval_loss: 4.2026` in a card's list of results
 # Saving after each step is what makes a two-step run write two checkpoints.
@@ -196,11 +199,12 @@ def trainer_checkpoint_resume(build: Build) -> Values:
     contract=("holds_the_best",),
 )
 def trainer_load_best_model(build: Build) -> Values:
-    """`train()` for two steps with an evaluation and a checkpoint after each and `load_best_model_at_end`, the
-    best by the evaluation loss with `greater_is_better=True`, so that the best checkpoint is the first (two steps
-    lower the loss) and a run that keeps its last model reads otherwise: the best checkpoint the state names and its
-    metric, the step whose weights the model holds at the end (through `_load_best_model`), and those weights; and
-    whether it holds the best checkpoint's (the contract: `holds_the_best`); or the error."""
+    """`train()` for two steps with an evaluation and a checkpoint after each, `load_best_model_at_end` and a
+    `hub_model_id` (HUB_MODEL_ID; `push_to_hub` stays off), the best by the evaluation loss with
+    `greater_is_better=True`, so that the best checkpoint is the first (two steps lower the loss) and a run that
+    keeps its last model reads otherwise: the best checkpoint the state names and its metric, the step whose weights
+    the model holds at the end (through `_load_best_model`), and those weights; and whether it holds the best
+    checkpoint's (the contract: `holds_the_best`); or the error."""
 
     def run() -> Values:
         with trainer(build) as instance:
@@ -209,6 +213,7 @@ def trainer_load_best_model(build: Build) -> Values:
             configure(
                 instance.args,
                 **SAVING,
+                hub_model_id=HUB_MODEL_ID,
                 eval_strategy="steps",
                 eval_steps=1,
                 load_best_model_at_end=True,

@@ -1,7 +1,8 @@
 """Probes of `Trainer` subclasses, for any audited name: training steps (the losses it logs), `evaluate`,
-`predict` and `save_model`, on a tiny causal LM and a dataset made in code (compat_matrix.cell.factory.tiny_trainer),
-with the values that come out. A one-sided error (an override of `compute_loss` that a release calls with
-`num_items_in_batch=`) shows as one; a changed loss as a changed value."""
+`predict`, `save_model` and the columns a batch keeps where unused ones are removed, on a tiny causal LM and a
+dataset made in code (compat_matrix.cell.factory.tiny_trainer), with the values that come out. A one-sided error (an
+override of `compute_loss` that a release calls with `num_items_in_batch=`) shows as one; a changed loss as a changed
+value."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from compat_matrix.cell.probes import ANY, TRAINER, Build, Values, probe
@@ -95,3 +96,25 @@ def trainer_save_model(build: Build) -> Values:
             return {"files": sorted(os.listdir(folder)), "state_survived": state_survived(instance.model, reloaded)}
 
     return {"saved": _with_trainer(build, save)}
+
+
+@probe(exercises=ANY, title="Trainer unused columns", plain="removing unused columns", kinds=(TRAINER,))
+def trainer_unused_columns(build: Build) -> Values:
+    """With `remove_unused_columns=True` (the default the factory turns off), the first batch of the training and
+    evaluation dataloaders (through `_set_signature_columns_if_needed`, `_remove_unused_columns`): the columns it
+    holds and their shapes, or the error."""
+
+    def columns(instance: Any, loader: Callable[[], Any]) -> Values:
+        batch = next(iter(loader()))
+        if not isinstance(batch, Mapping):
+            return {"batch": type(batch).__name__}
+        return {key: list(getattr(value, "shape", ())) for key, value in sorted(batch.items())}
+
+    def run(instance: Any) -> Values:
+        instance.args.remove_unused_columns = True
+        kept = {"train": attempt(columns, instance, instance.get_train_dataloader)}
+        if instance.eval_dataset is not None:
+            kept["eval"] = attempt(columns, instance, instance.get_eval_dataloader)
+        return kept
+
+    return {"kept": _with_trainer(build, run)}

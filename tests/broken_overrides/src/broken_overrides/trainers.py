@@ -56,6 +56,18 @@ class CheckpointsOnlyTheModel(Trainer):
         self.save_model(os.path.join(self.args.output_dir, f"checkpoint-{self.state.global_step}"), _internal_call=True)
 
 
+class SkipsCheckpointsForTheHub(Trainer):
+    """`_save_checkpoint` in the manner of trl's, which names its model card by `hub_model_id` where one is set, with
+    that branch broken: where a hub repository is named it writes the card and saves no checkpoint, so the best
+    model is never recorded. Without `hub_model_id` it checkpoints as the base does."""
+
+    def _save_checkpoint(self, model, trial):
+        if self.args.hub_model_id is not None:
+            self.create_model_card(model_name=self.args.hub_model_id.split("/")[-1])
+            return None
+        return super()._save_checkpoint(model, trial)
+
+
 class IgnoresCheckpoint(Trainer):
     """`_load_from_checkpoint` that loads nothing (the weights are left to someone else, as transformers#29740 asks
     for): a resumed run continues the checkpoint's optimizer and step on the weights it was built with."""
@@ -70,6 +82,16 @@ class KeepsLastModel(Trainer):
 
     def _load_best_model(self):
         return None
+
+
+class KeepsOnlyTheInputs(Trainer):
+    """`_set_signature_columns_if_needed` that keeps the model's inputs alone (as an override written for one
+    model's `forward` does): where unused columns are removed, the batches lose their `labels`, and training has no
+    loss to follow."""
+
+    def _set_signature_columns_if_needed(self):
+        if self._signature_columns is None:
+            self._signature_columns = ["input_ids"]
 
 
 class RenamesLoggedKeys(Trainer):
