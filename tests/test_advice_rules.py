@@ -360,3 +360,26 @@ def test_a_forward_that_takes_no_labels_is_kept_for_what_it_does_not_fixed_to_ta
         "plain_trainer_step", "trained", NO_LABELS, "error: ValueError: no loss", fixed=(("forward", "x"),)
     )
     assert one_release("m:DPRContextEncoderEnhanced", "forward", outputs, step) == AdviceKind.KEEP
+
+
+def reloaded(name: str, override, base) -> Observation:
+    return Observation("save_and_load", name, override, base, contract=True)
+
+
+LOST = {"changed": [], "missing": ["transformer.h.0.output_adapters.adapters.tiny.adapter_up.weight"], "unexpected": []}
+CLEAN = {"missing_keys": [], "mismatched_keys": [], "unexpected_keys": []}
+UNEXPECTED = {**CLEAN, "unexpected_keys": LOST["missing"]}
+
+
+def test_a_reload_the_override_keeps_whole_where_the_base_loses_weights_does_its_job():
+    """adapters' `save_pretrained` saves the base model's weights, the adapter's apart: deleted, the adapter's
+    weights come back unexpected and go missing from the reloaded model. Keep. An override that loses what the base
+    keeps breaks the reload; one that loses something else than the base does breaks it too."""
+    shipped = reloaded("state_survived", True, LOST), reloaded("loading_info", CLEAN, UNEXPECTED)
+    assert one_release("m:GPT2AdapterModel", "save_pretrained", *shipped) == AdviceKind.KEEP
+    losing = reloaded("state_survived", LOST, True), reloaded("loading_info", UNEXPECTED, CLEAN)
+    assert one_release("m:GPT2AdapterModel", "save_pretrained", *losing) == AdviceKind.REVIEW
+    changed = {**LOST, "missing": [], "changed": ["lm_head.weight"]}
+    assert one_release("m:GPT2AdapterModel", "save_pretrained", reloaded("state_survived", changed, LOST)) == (
+        AdviceKind.REVIEW
+    )

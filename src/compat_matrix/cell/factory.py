@@ -342,13 +342,13 @@ HEADS = ("causal_lm", "seq2seq_lm", "masked_lm", "image_classification", "classi
 
 
 def with_adapter(model: Any) -> Any:
-    """A model of the adapters library (it has `train_adapter`) as it is used: with an adapter `tiny`, trained alone,
-    and, where it takes heads (`head_types`), the first of HEADS it takes, so that its own forward, generation and
-    saving run; any other model as it is. Raises tiny.CouldNotBuild where that fails."""
+    """A model of the adapters library (it has `adapters_config` and `train_adapter`) as it is used: with an adapter
+    `tiny`, trained alone, and, where it takes heads (`head_types`), the first of HEADS it takes, so that its own
+    forward, generation and saving run; any other model as it is. Raises tiny.CouldNotBuild where that fails."""
     from compat_matrix.cell import tiny
 
-    if not callable(getattr(model, "train_adapter", None)):
-        return model
+    if getattr(model, "adapters_config", None) is None or not callable(getattr(model, "train_adapter", None)):
+        return model  # not a model of the adapters library, or one that `adapters.init` has not set up
     head = next((h for h in HEADS if h in getattr(model, "head_types", ())), None)
     try:
         model.add_adapter("tiny")

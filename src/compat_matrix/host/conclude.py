@@ -109,15 +109,28 @@ class Conclusion:
 
 
 ACCESSORS, LOGGED = "no_arguments", ("trainer_log", "keys")  # the probes whose contract an override may exceed
+# The observations of a reload that hold or fail its contract whole: every tensor survived, nothing was missing or
+# unexpected, the outputs were the same (True, or nothing listed) — else what was lost.
+RELOAD, WHOLE = "save_and_load", ("loading_info", "state_survived", "same_outputs")
 NOTHING_FOUND = "(subject)"  # an accessor that returns the model itself: the base's "there is none" (get_decoder)
 
 
+def whole(value: Any) -> bool:
+    """Whether a reload's observation (WHOLE) holds its contract: True, or a mapping that lists nothing."""
+    if isinstance(value, dict):
+        return bool(value) and all(isinstance(v, (list, dict)) and not v for v in value.values())
+    return value is True
+
+
 def keeps_contract(observation: Observation) -> bool:
-    """Whether a difference in a contract's observation gives what the base gives and more: an accessor
-    (`get_decoder`, `get_input_embeddings`, …) that finds a module of the subject, which a training forward pass
-    uses, where the base finds nothing (None, or the model itself); a `log` that logs every key the base logs and
-    more. Neither is broken; what it adds may be what the override is for."""
+    """Whether a difference in a contract's observation gives what the base gives and more: a reload the override
+    keeps whole where the base's loses something (adapters' `save_pretrained`, without which the adapter's weights
+    come back unexpected); an accessor (`get_decoder`, `get_input_embeddings`, …) that finds a module of the subject,
+    which a training forward pass uses, where the base finds nothing (None, or the model itself); a `log` that logs
+    every key the base logs and more. None of them is broken; what it adds may be what the override is for."""
     override, base = observation.override, observation.base
+    if observation.probe == RELOAD and observation.name in WHOLE:
+        return whole(override) and not whole(base)
     if observation.probe == ACCESSORS and observation.name.startswith("get_") and isinstance(override, dict):
         nothing = base is None or (isinstance(base, dict) and base.get("module") == NOTHING_FOUND)
         module = override.get("module")
