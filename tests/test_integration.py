@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from compat_matrix.host.spec import load
+from compat_matrix.shared.results import failure_in
 from conftest import BROKEN, ROOT, default_matrix_variant, run_matrix
 
 pytestmark = pytest.mark.integration
@@ -28,7 +29,7 @@ def test_every_broken_override_is_caught_where_expected_and_the_controls_stay_sa
     versions = [cell["resolved"]["transformers"] for cell in report["cells"]]
     assert len(versions) == 3 and versions[1] == "5.14.1" and versions[2].startswith("4.57.")
     expected = {s.target: s for s in load(outside / "selfcheck.toml").subjects}
-    assert sum(bool(s.catches) for s in expected.values()) == 32  # every broken override names its catches
+    assert sum(bool(s.catches) for s in expected.values()) == 34  # every broken override names its catches
     for cell in report["cells"]:
         assert cell["status"] == "ok", cell
         assert {s["target"] for s in cell["subjects"]} == set(expected)
@@ -46,6 +47,10 @@ def test_every_broken_override_is_caught_where_expected_and_the_controls_stay_sa
         (advice,) = [s for s in cell["subjects"] if s["target"].endswith(":DisablesOnlyItsOwnEnable")]
         (trip,) = [o for o in advice["observations"] if (o["probe"], o["name"]) == ("disable_round_trip", "layers_on")]
         assert trip["override"] is trip["base"] is False and trip["base_without"]["gradient_checkpointing_enable"]
+        # the default factory sets up a model of the adapters library's kind as its users do: it runs as shipped
+        (heads,) = [s for s in cell["subjects"] if s["target"].endswith(":WithAdapterHeads")]
+        (ran,) = [o for o in heads["observations"] if (o["probe"], o["name"]) == ("forward_backward", "forward")]
+        assert failure_in(ran["override"]) is None and failure_in(ran["base"]) is None, ran
         # an identity check: deleting get_input_embeddings alone turns enable off where the accessor never runs
         (checked,) = [s for s in cell["subjects"] if s["target"].endswith(":EnablesWhereItsAccessorIsOwn")]
         (on,) = [o for o in checked["observations"] if (o["probe"], o["name"]) == ("trainer_step", "default")]

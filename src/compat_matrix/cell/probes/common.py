@@ -22,6 +22,16 @@ def batch() -> Any:
     return torch.randint(1, 60, (2, 8), generator=generator)
 
 
+def images(config: Any) -> Any:
+    """A fixed batch of two images for a vision model: its config's channels, at its image size."""
+    import torch
+
+    size = getattr(config, "image_size", 32)
+    height, width = size if isinstance(size, (list, tuple)) else (size, size)
+    generator = torch.Generator().manual_seed(1)
+    return torch.randn(2, getattr(config, "num_channels", 3), height, width, generator=generator)
+
+
 def training_loss(instance: Any) -> Any:
     """The loss of a forward pass in training mode, with the graph for backward."""
     instance.train()

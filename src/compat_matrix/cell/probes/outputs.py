@@ -15,7 +15,7 @@ import tempfile
 from typing import Any
 
 from compat_matrix.cell.probes import ANY, CONTRACT, Build, Inconclusive, Values, probe
-from compat_matrix.cell.probes.common import attempt, batch, failed
+from compat_matrix.cell.probes.common import attempt, batch, failed, images
 from compat_matrix.cell.probes.generic import accepts, base_function, parameters
 from compat_matrix.shared.results import failure
 
@@ -117,8 +117,12 @@ def outputs_summary(output: Any) -> Values:
 
 def model_inputs(build: Build, instance: Any) -> dict[str, Any]:
     """What a forward pass gets: the subject's example inputs where its matrix file names them, else a fixed batch
-    of token ids."""
-    return dict(build.inputs(instance)) if build.inputs else {"input_ids": batch()}
+    of images for a model that reads `pixel_values` first (ViT, BEiT), else a fixed batch of token ids."""
+    if build.inputs:
+        return dict(build.inputs(instance))
+    if getattr(instance, "main_input_name", None) == "pixel_values":
+        return {"pixel_values": images(getattr(instance, "config", None))}
+    return {"input_ids": batch()}
 
 
 def forward(build: Build, instance: Any) -> Any:

@@ -3,7 +3,9 @@ default factory builds, and which saves, loads and generates), for the probes of
 
 from __future__ import annotations
 
-from transformers import LlamaConfig, LlamaForCausalLM
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, ViTModel
+from transformers.modeling_outputs import CausalLMOutputWithPast
 
 
 class OldTieWeights(LlamaForCausalLM):
@@ -101,3 +103,42 @@ class TiesNothingByKeys(LlamaForCausalLM):
     def __init__(self, config):
         config.tie_word_embeddings = True
         super().__init__(config)
+
+
+class SwapsChannels(ViTModel):
+    """A vision model's `forward` that reads its images' channels in reverse order (BGR for RGB, as an image loaded
+    with OpenCV has them): the probes must give it `pixel_values`, the input it reads first, to see it."""
+
+    def forward(self, pixel_values=None, **kwargs):
+        return super().forward(pixel_values=None if pixel_values is None else pixel_values.flip(1), **kwargs)
+
+
+class WithAdapterHeads(LlamaForCausalLM):
+    """A model in the manner of the adapters library's (`adapters_config`, `add_adapter`, `head_types` and
+    `add_causal_lm_head`, `train_adapter`), whose `forward` refuses to run without an active adapter and adds the
+    adapter's output where one is: the default factory must set one up, as its users do, for the probes to run it."""
+
+    head_types = ("classification", "causal_lm")
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.adapters_config = {}
+        self.active = None
+
+    def add_adapter(self, name):
+        self.adapters_config[name] = torch.nn.Linear(self.config.hidden_size, self.config.hidden_size)
+        self.add_module(f"adapter_{name}", self.adapters_config[name])
+
+    def add_causal_lm_head(self, name):
+        self.heads = {name: "causal_lm"}
+
+    def train_adapter(self, name):
+        self.active = name
+
+    def forward(self, input_ids=None, labels=None, **kwargs):
+        if self.active is None:
+            raise ValueError("There are adapters available but none are activated for the forward pass.")
+        hidden = self.model(input_ids=input_ids, **kwargs).last_hidden_state
+        logits = self.lm_head(hidden + self.adapters_config[self.active](hidden))
+        loss = None if labels is None else self.loss_function(logits, labels, self.config.vocab_size)
+        return CausalLMOutputWithPast(loss=loss, logits=logits)
