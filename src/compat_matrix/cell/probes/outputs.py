@@ -431,10 +431,11 @@ def plain_trainer_step(build: Build) -> Values:
     return {"trained": attempt(step)}
 
 
-@probe(exercises=ANY, title="generate", plain="generating a token")
+@probe(exercises=ANY, title="generate", plain="generating two tokens")
 def generate(build: Build) -> Values:
-    """One greedy `generate` step of one new token from a fixed prompt, where the instance can generate or an
-    audited name is about generation (then also where it cannot: a release that stopped giving the class
+    """Greedy `generate` of two new tokens from a fixed prompt (the second from the cache the first left, the branch
+    of `prepare_inputs_for_generation` that trims the prompt to its last token), where the instance can generate or
+    an audited name is about generation (then also where it cannot: a release that stopped giving the class
     `generate` is seen): the token ids that come out, or the error."""
     import torch
 
@@ -447,7 +448,7 @@ def generate(build: Build) -> Values:
         from transformers import GenerationConfig
 
         instance.eval()
-        config = GenerationConfig(max_new_tokens=1, do_sample=False)
+        config = GenerationConfig(max_new_tokens=2, do_sample=False)
         with torch.no_grad():
             ids = instance.generate(input_ids=batch()[:1, :4], generation_config=config)
         return ids.tolist()
