@@ -141,6 +141,25 @@ def test_a_parameter_named_otherwise_counts_only_where_transformers_passes_it_by
     assert signature_gap(ours, base)["cannot_take"] == ["train_dataset (positional or keyword)"]  # sites unknown
 
 
+def test_a_default_counts_only_where_a_call_of_transformers_leaves_the_parameter_out():
+    """trl's `training_step(self, model, inputs, num_items_in_batch)` has no default where the base's is None:
+    transformers passes all three at every call, so the default never matters. A call that leaves it out, or
+    unknown calls, make it count."""
+
+    def base(self, model, inputs, num_items_in_batch=None):
+        return num_items_in_batch
+
+    def ours(self, model, inputs, num_items_in_batch):
+        return num_items_in_batch
+
+    differs = {"num_items_in_batch": {"override": "inspect._empty", "base": None}}
+    every = (("trainer.py:1", 3, (), False, False), ("trainer.py:2", 2, ("num_items_in_batch",), False, False))
+    assert signature_gap(ours, base, every)["other_defaults"] == {}
+    left_out = (*every, ("trainer.py:3", 2, (), False, False))
+    assert signature_gap(ours, base, left_out)["other_defaults"].keys() == differs.keys()
+    assert signature_gap(ours, base)["other_defaults"].keys() == differs.keys()  # sites unknown
+
+
 def test_every_built_in_probe_has_plain_words_for_the_first_screen_and_an_unknown_title_reads_as_it_is():
     from compat_matrix.host.wording.screen import spoken
     from compat_matrix.probes import plain_words

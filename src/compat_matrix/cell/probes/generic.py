@@ -79,15 +79,29 @@ def accepts(ours: dict[str, inspect.Parameter], name: str, kind: Any) -> bool:
 def signature_gap(ours: Any, theirs: Any, sites: tuple[Site, ...] | None = None) -> Values:
     """The base's parameters that `ours` cannot take, and the defaults that differ. With the `sites` that call it,
     only the parameters they pass by name count (a `**kwargs` or `*args` of the base where a site passes one):
-    a parameter named otherwise that transformers passes by position is no difference."""
+    a parameter named otherwise that transformers passes by position is no difference; and only the defaults of
+    parameters some site leaves out (`training_step(self, model, inputs, num_items_in_batch)` without the base's
+    `=None`, where every call passes all three, is none)."""
     mine, base = parameters(ours), parameters(theirs)
     cannot = [_describe(p) for name, p in base.items() if not accepts(mine, name, p.kind) and _passed(p, sites)]
     defaults = {
         name: {"override": jsonable(mine[name].default), "base": jsonable(p.default)}
-        for name, p in base.items()
-        if name in mine and p.default is not p.empty and repr(mine[name].default) != repr(p.default)
+        for position, (name, p) in enumerate(base.items())
+        if name in mine
+        and p.default is not p.empty
+        and repr(mine[name].default) != repr(p.default)
+        and not _always_passed(p, position - 1, sites)  # after `self`
     }
     return {"cannot_take": cannot, "other_defaults": defaults}
+
+
+def _always_passed(parameter: inspect.Parameter, position: int, sites: tuple[Site, ...] | None) -> bool:
+    """Whether every call site (there are some) passes `parameter`, by name or at its `position`: its default
+    never reaches transformers' calls."""
+    by_position = parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+    return bool(sites) and all(
+        parameter.name in keywords or (by_position and positional > position) for _, positional, keywords, _, _ in sites
+    )
 
 
 def _passed(parameter: inspect.Parameter, sites: tuple[Site, ...] | None) -> bool:
