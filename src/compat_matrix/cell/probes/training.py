@@ -1,8 +1,8 @@
-"""Probes of `Trainer` subclasses, for any audited name: training steps (the losses it logs), `evaluate`,
-`predict`, `save_model` and the columns a batch keeps where unused ones are removed, on a tiny causal LM and a
-dataset made in code (compat_matrix.cell.factory.tiny_trainer), with the values that come out. A one-sided error (an
-override of `compute_loss` that a release calls with `num_items_in_batch=`) shows as one; a changed loss as a changed
-value."""
+"""Probes of `Trainer` subclasses, for any audited name: training steps (the losses it logs), `evaluate`, several
+evaluation datasets at once, `predict`, `save_model` and the columns a batch keeps where unused ones are removed, on
+a tiny causal LM and a dataset made in code (compat_matrix.cell.factory.tiny_trainer), with the values that come out.
+A one-sided error (an override of `compute_loss` that a release calls with `num_items_in_batch=`) shows as one; a
+changed loss as a changed value."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from compat_matrix.cell.probes import ANY, TRAINER, Build, Values, probe
+from compat_matrix.cell.probes import ANY, TRAINER, Build, Inconclusive, Values, probe
 from compat_matrix.cell.probes.common import attempt
 from compat_matrix.cell.probes.outputs import rounded, state_survived, tensor_summary
 
+EACH = ("first", "second")  # the names of the evaluation datasets of trainer_evaluate_each
 _VOLATILE = ("runtime", "per_second", "flos", "memory", "_time")  # metrics that time the run rather than describe it
 
 
@@ -69,6 +70,20 @@ def trainer_train(build: Build) -> Values:
 def trainer_evaluate(build: Build) -> Values:
     """`evaluate()` on the evaluation dataset: its metrics (the loss among them), or the error."""
     return {"metrics": _with_trainer(build, lambda instance: metrics(instance.evaluate()))}
+
+
+@probe(exercises=ANY, title="Trainer evaluate per dataset", plain="evaluating several datasets", kinds=(TRAINER,))
+def trainer_evaluate_each(build: Build) -> Values:
+    """`evaluate()` with a dict of evaluation datasets (the trainer's own, twice, as `first` and `second`), which
+    evaluates each under its name (through `get_eval_dataloader` given that name): the metrics, or the error."""
+
+    def evaluate(instance: Any) -> Values:
+        if instance.eval_dataset is None:
+            raise Inconclusive("the trainer has no evaluation dataset")
+        instance.eval_dataset = {name: instance.eval_dataset for name in EACH}
+        return metrics(instance.evaluate())
+
+    return {"metrics": _with_trainer(build, evaluate)}
 
 
 @probe(exercises=ANY, title="Trainer predict", plain="predicting", kinds=(TRAINER,))

@@ -84,6 +84,20 @@ class KeepsLastModel(Trainer):
         return None
 
 
+class EvaluatesByDatasetOnly(Trainer):
+    """`get_eval_dataloader` written for a dataset alone, as overrides from before transformers took a dict of
+    evaluation datasets are: given a dataset's name (what `evaluate()` passes for each of a dict), it loads the
+    name's characters as rows."""
+
+    def get_eval_dataloader(self, eval_dataset=None):
+        from torch.utils.data import DataLoader
+
+        rows = self.eval_dataset if eval_dataset is None else eval_dataset
+        return self.accelerator.prepare(
+            DataLoader(rows, batch_size=self.args.eval_batch_size, collate_fn=self.data_collator)
+        )
+
+
 class KeepsOnlyTheInputs(Trainer):
     """`_set_signature_columns_if_needed` that keeps the model's inputs alone (as an override written for one
     model's `forward` does): where unused columns are removed, the batches lose their `labels`, and training has no
