@@ -167,7 +167,8 @@ def takes_path(cls: type) -> bool:
     hint = hint_of(cls, "model")
     if hint is not None:
         return str in _types(hint)
-    written = inspect.signature(cls).parameters.get("model", inspect.Parameter("model", 1)).annotation
+    parameter = inspect.signature(cls).parameters.get("model")
+    written = None if parameter is None else parameter.annotation
     return isinstance(written, str) and "str" in re.split(r"[^\w.]+", written)
 
 

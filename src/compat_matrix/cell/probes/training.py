@@ -119,7 +119,7 @@ def trainer_unused_columns(build: Build) -> Values:
     evaluation dataloaders (through `_set_signature_columns_if_needed`, `_remove_unused_columns`): the columns it
     holds and their shapes, or the error."""
 
-    def columns(instance: Any, loader: Callable[[], Any]) -> Values:
+    def columns(loader: Callable[[], Any]) -> Values:
         batch = next(iter(loader()))
         if not isinstance(batch, Mapping):
             return {"batch": type(batch).__name__}
@@ -127,9 +127,9 @@ def trainer_unused_columns(build: Build) -> Values:
 
     def run(instance: Any) -> Values:
         instance.args.remove_unused_columns = True
-        kept = {"train": attempt(columns, instance, instance.get_train_dataloader)}
+        kept = {"train": attempt(columns, instance.get_train_dataloader)}
         if instance.eval_dataset is not None:
-            kept["eval"] = attempt(columns, instance, instance.get_eval_dataloader)
+            kept["eval"] = attempt(columns, instance.get_eval_dataloader)
         return kept
 
     return {"kept": _with_trainer(build, run)}
