@@ -75,6 +75,16 @@ def test_a_value_that_cannot_be_installed_is_left_out_with_why_and_the_cap_it_ne
     assert load(start.output).axes[0].values == ("5.x",)
 
 
+def test_a_cap_lifted_for_torch_keeps_its_comment_where_a_transformers_value_is_left_out(tmp_path):
+    """granite-tsfm 0.3.11: init lifts its cap on torch for the machine's torch, and leaves out a transformers
+    release that cannot be installed; the file still says why the cap is lifted (init raised KeyError: 'overrides'
+    where it took that comment away with the transformers cap)."""
+    lifted = start_of(tmp_path, overrides=("torch",))
+    start = starter.left_out(lifted, found_of(uninstallable=[CONFLICT]), RELEASES.__getitem__)
+    assert start.spec.overrides == ("torch",)
+    assert '# its cap lifted\noverrides = ["torch"]\n' in starter.text(start, found_of(), "run")
+
+
 def test_a_release_a_sweep_stands_for_that_cannot_be_installed_is_excluded(tmp_path):
     start = start_of(tmp_path, values=(Sweep("minor", ">=4.57"),), overrides=())
     left = starter.left_out(start, found_of(uninstallable=[("4.57.6", *CONFLICT[1:])]), RELEASES.__getitem__)

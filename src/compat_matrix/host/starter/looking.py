@@ -318,7 +318,7 @@ def left_out(start: Start, found: Found, releases_of: Callable[[str], Sequence[V
         o for o in lifted(axes, requires, releases_of) if o == "transformers"
     )
     comments = dict(start.comments)
-    if "transformers" not in overrides:
+    if not overrides:  # a cap lifted for another package (granite-tsfm's torch) keeps its comment
         comments.pop("overrides", None)
     spec = replace(start.spec, overrides=overrides)
     return replace(
