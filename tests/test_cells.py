@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix.host.cells import cells, install_args, runner_request
+from compat_matrix.host.cells import Cell, cells, install_args, newest_first, runner_request
 from compat_matrix.host.envs import (
     FRESH,
     IN_PLACE,
@@ -318,3 +318,14 @@ def test_accelerate_is_installed_for_the_trainer_probes_unless_the_matrix_names_
     assert install_args(named, cells(named)[0]) == ["accelerate==1.10.0", "transformers==5.*"]
     without = spec(Axis("torch", ("2.13.0",)))
     assert "accelerate" not in install_args(without, cells(without)[0])  # no transformers axis: not ours to add
+
+
+def test_a_run_starts_with_the_newest_transformers_and_keeps_file_order_among_equals():
+    """wtpsplit's sweep of 61 releases, cut short by a time limit, had run 4.22 … 4.56 and none of 5.x: the cells
+    run newest first, so that what a run cut short holds is what a maintainer must hear about."""
+    made = [Cell("m", (("transformers", value), ("torch", torch))) for value, torch in (
+        ("4.57.x", "2.13.0"), ("5.14.1", "2.13.0"), ("5.x", "2.13.0"), ("main", "2.13.0"), ("5.14.1", "2.12.0"),
+    )]  # fmt: skip
+    ordered = sorted(made, key=newest_first, reverse=True)
+    assert [c.requested["transformers"] for c in ordered] == ["5.x", "5.14.1", "5.14.1", "4.57.x", "main"]
+    assert [c.requested["torch"] for c in ordered][1:3] == ["2.13.0", "2.12.0"]  # equals: as the file has them

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
 
 from compat_matrix.host.spec import PYTHON, MatrixSpec, axis_requirement, is_local, local_name
 from compat_matrix.shared.request import CellRequest, SubjectRequest
@@ -75,6 +78,19 @@ def cells(spec: MatrixSpec) -> list[Cell]:
 
 
 OVERRIDE = "--override="  # + a requirement: what envs writes to the overrides file it gives uv (`--override FILE`)
+
+
+def newest_first(cell: Cell) -> tuple[float, ...]:
+    """The key that runs a matrix's cells newest transformers first (`sorted(..., key=newest_first, reverse=True)`,
+    the rest in file order): a run cut short, by its user or a job's time limit, has the releases a maintainer must
+    hear about. `5.x` is the newest 5 release, so after every 5.y.z named; a value that names none runs last."""
+    value = cell.requested.get("transformers", "")
+    series = value.removesuffix(".x")
+    try:
+        release: tuple[float, ...] = Version(series).release
+    except InvalidVersion:
+        return ()
+    return (*release, math.inf) if series != value else release
 
 
 def install_args(spec: MatrixSpec, cell: Cell, pins: Mapping[str, str] | None = None) -> list[str]:

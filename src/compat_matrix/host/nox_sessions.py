@@ -267,10 +267,12 @@ def run_cells(
     run: Plan, selected: Sequence[tuple[plan.Matrix, cells.Cell]], envdir: Path, nox_options: Sequence[str], width: int
 ) -> bool:
     """The cells' sessions in a nested nox that reads the plan (so one cell never stops another), `width` at once,
-    with a line per finished cell; returns whether the run was interrupted (Ctrl-C, SIGTERM)."""
+    the newest transformers first, with a line per finished cell; returns whether the run was interrupted (Ctrl-C,
+    SIGTERM)."""
     path = plan.write(run, envdir)
     nested = [sys.executable, "-m", "nox", "-f", str(run.noxfile), "--envdir", str(envdir), *nox_options]
-    nested += ["--parallel", str(width), "-s", *(cell.id for _, cell in selected)]
+    newest = sorted((cell for _, cell in selected), key=cells.newest_first, reverse=True)
+    nested += ["--parallel", str(width), "-s", *(cell.id for cell in newest)]
     watched = progress.tracked([(c.id, folders.result_path(m.reports, c)) for m, c in selected])
     watcher = progress.Watcher(watched, width, console.say, progress.line)
     try:
