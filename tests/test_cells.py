@@ -329,3 +329,27 @@ def test_a_run_starts_with_the_newest_transformers_and_keeps_file_order_among_eq
     ordered = sorted(made, key=newest_first, reverse=True)
     assert [c.requested["transformers"] for c in ordered] == ["5.x", "5.14.1", "5.14.1", "4.57.x", "main"]
     assert [c.requested["torch"] for c in ordered][1:3] == ["2.13.0", "2.12.0"]  # equals: as the file has them
+
+
+def test_a_cell_left_behind_by_its_nox_stops_its_runner_within_a_second():
+    """A parallel nox stopped by SIGTERM did not stop the worker it was starting then: left behind (reparented),
+    that worker waited for its hanging cell to its limit, and CI found it 20 minutes later. A worker whose parent
+    is gone stops; one whose parent is there gets the runner's output, or TimeoutExpired at its limit."""
+    import os
+    import sys
+    import time
+
+    from compat_matrix.host.cell_run import awaited
+
+    sleeping = [sys.executable, "-c", "import time; time.sleep(30)"]
+    with subprocess.Popen(sleeping, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as runner:
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt, match="is gone"):
+            awaited(runner, 30.0, parent=os.getppid() + 1)  # not this process's parent: it has gone
+        assert time.monotonic() - started < 3
+        with pytest.raises(subprocess.TimeoutExpired):
+            awaited(runner, 0.5, parent=os.getppid())
+        runner.kill()
+    talking = [sys.executable, "-c", "print('done')"]
+    with subprocess.Popen(talking, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as runner:
+        assert awaited(runner, 30.0, parent=os.getppid()) == ("done\n", "")

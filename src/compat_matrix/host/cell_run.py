@@ -149,12 +149,13 @@ def _probe(
     env = runner_environment(python.parent.parent)
     command = [str(python), "-m", "compat_matrix.cell", str(request), str(raw)]
     begun = time.monotonic()
+    parent = os.getppid()
     # Its own process group, so that a cell past its limit is stopped with every subject it forked.
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
     ) as runner:
         try:
-            stdout, stderr = runner.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            stdout, stderr = awaited(runner, max(1.0, deadline - time.monotonic()), parent)
         except subprocess.TimeoutExpired:
             os.killpg(runner.pid, signal.SIGKILL)
             runner.communicate()
@@ -174,6 +175,24 @@ def _probe(
         raw.unlink(missing_ok=True)
     outside = round(time.monotonic() - begun - (result.seconds or 0.0), 3)
     return replace(result, phases=(("start the interpreter, write the result", outside), *result.phases))
+
+
+ORPHAN_CHECK = 1.0  # seconds between two looks at whether the nox that started this cell is still there
+
+
+def awaited(runner: subprocess.Popen[str], seconds: float, parent: int) -> tuple[str, str]:
+    """The runner's output once it ends; TimeoutExpired after `seconds`; KeyboardInterrupt (the caller stops the
+    runner) where this process lost its `parent`: a parallel nox stopped by Ctrl-C or SIGTERM does not stop a
+    worker it was starting just then, and that worker, left behind, would wait for its cell to its limit."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return runner.communicate(timeout=max(0.0, min(ORPHAN_CHECK, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
+            if os.getppid() != parent:
+                raise KeyboardInterrupt(f"the process that started this cell ({parent}) is gone") from None
 
 
 def runner_environment(home: Path) -> dict[str, str]:
