@@ -6,7 +6,7 @@ import json
 import re
 
 from compat_matrix.cell.probes import ANY, CONFIG, MODEL, OTHER, TRAINER, probes_for, registry
-from compat_matrix.cell.probes.generic import calls_near, signature_gap, takes
+from compat_matrix.cell.probes.generic import calls_near, hook_looked_up, signature_gap, takes
 from conftest import ROOT, catches
 
 README_ROW = re.compile(r"^\| `(\w+)` \| (.+?) \| (.+?) \|$", re.MULTILINE)
@@ -171,3 +171,15 @@ def test_every_built_in_probe_has_plain_words_for_the_first_screen_and_an_unknow
     assert plain_words()["called with no arguments"] == "calling it with no arguments"
     # an older result's title, or a probe registered elsewhere: as the cell called it, each once
     assert spoken(["build and init_weights", "my probe", "my probe"]) == ["building the model", "my probe"]
+
+
+def test_a_hook_no_class_defines_is_looked_up_only_by_hasattr_with_its_exact_name():
+    """simpletransformers' `EET5._tie_weights`: no class of transformers defines it, but 4.57's modeling_utils calls
+    it on every module that has it (`if hasattr(module, "_tie_weights"): module._tie_weights()`), so it is not
+    orphaned there (it read Port from 4.31.0); 5.x looks it up nowhere. A mention alone, or a longer name, is no
+    lookup (realcode's `_update_causal_mask` stays orphaned from 4.53)."""
+    assert hook_looked_up("_tie_weights", '    if hasattr(module, "_tie_weights"):\n        module._tie_weights()')
+    assert hook_looked_up("_tie_weights", "hasattr(self.model.decoder, '_tie_weights')")
+    assert not hook_looked_up("_tie_weights", "module._tie_weights()  # a call, no lookup")
+    assert not hook_looked_up("_tie_weights", 'hasattr(module, "_tie_weights_keys")')
+    assert not hook_looked_up("_update_causal_mask", 'getattr(self, "_update_causal_mask", None)')

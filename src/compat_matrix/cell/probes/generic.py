@@ -256,10 +256,13 @@ def orphaned(cls: type, name: str) -> str | None:
     """Why the installed release gives an audited name of `cls` nothing to override, or None: no class after the one
     it is deleted from defines it; or, for a private name (a hook only transformers itself uses: `_update_causal_mask`,
     `_checkpoint_conversion_mapping`), no file of transformers mentions `.name` or `"name"`, neither the shared
-    code nor the modules of the subject's own base classes."""
+    code nor the modules of the subject's own base classes. A private name no class defines that the shared code
+    looks up on a module (`hasattr(module, "_tie_weights")` on 4.x) is a hook it still calls: not orphaned."""
+    private = name.startswith("_") and not name.startswith("__")
     if base_of(cls, name) is None:
-        return ORPHANED_NO_BASE
-    if not name.startswith("_") or name.startswith("__"):
+        looked_up = private and any(hook_looked_up(name, text) for _, text in _package_files())
+        return None if looked_up else ORPHANED_NO_BASE
+    if not private:
         return None
     import transformers
 
@@ -268,6 +271,11 @@ def orphaned(cls: type, name: str) -> str | None:
     bases = {Path(inspect.getfile(k)).resolve() for k in cls.__mro__[1:] if _file_in(k, root)}
     texts = [text for _, text in _package_files()] + [b.read_text(encoding="utf-8", errors="replace") for b in bases]
     return None if any(pattern.search(text) for text in texts) else ORPHANED_UNUSED
+
+
+def hook_looked_up(name: str, text: str) -> bool:
+    """Whether source `text` looks `name` up on an object by `hasattr(x, "name")`."""
+    return re.search(rf"hasattr\([^,()]+,\s*[\"']{re.escape(name)}[\"']\s*\)", text) is not None
 
 
 def _file_in(klass: type, root: Path) -> bool:
