@@ -11,7 +11,7 @@ import pytest
 from compat_matrix.cell import fixes
 from compat_matrix.host import wording
 from compat_matrix.host.advice import advise
-from compat_matrix.host.conclude import Conclusion, OnRelease, conclude_method, fix_of
+from compat_matrix.host.conclude import Conclusion, OnRelease, conclude_method, contrast, fix_of
 from compat_matrix.host.overrides import OverrideConclusions
 from compat_matrix.host.verdict import decide
 from compat_matrix.shared.results import Observation, SubjectResult
@@ -383,3 +383,30 @@ def test_a_reload_the_override_keeps_whole_where_the_base_loses_weights_does_its
     assert one_release("m:GPT2AdapterModel", "save_pretrained", reloaded("state_survived", changed, LOST)) == (
         AdviceKind.REVIEW
     )
+
+
+def accumulated(shipped: bool) -> Conclusion:
+    """On a release that reads `loss_is_scaled_for_ga`: the step over two batches is (or is not) that over one."""
+    seen = Observation("trainer_accumulation", "as_one_batch", shipped, not shipped, contract=True)
+    return Conclusion(ConclusionKind.DIFFERENTLY, (contrast(seen, "Trainer gradient accumulation"),))
+
+
+@pytest.mark.parametrize(
+    ("shipped", "expected"),
+    [(True, AdviceKind.KEEP), (False, AdviceKind.REVIEW)],
+    ids=["keeps-the-accumulated-step-whole", "DividesLossTwice"],
+)
+def test_a_name_orphaned_only_before_releases_read_it_is_advised_by_those_that_do(shipped, expected):
+    """trl's `loss_is_scaled_for_ga`, read from 5.19: orphaned on 4.57.6 is no Port (nothing it did is gone); on
+    5.24.0, the flag that makes the accumulated step equal one batch of both does its job, the one that halves it
+    breaks it."""
+    rows = [("5.24.0", accumulated(shipped)), ("4.57.6", Conclusion(ConclusionKind.ORPHANED))]
+    assert advise(rows).kind == expected
+    assert advise(list(reversed(rows))).kind == AdviceKind.PORT  # orphaned on the newer release: what it did is gone
+
+
+def test_an_override_without_which_the_class_cannot_be_built_reads_so():
+    needed = Observation("forward", "error", None, "CouldNotBuild: could not build C: its config_class is None")
+    conclusion = Conclusion(ConclusionKind.NEEDED, (contrast(needed, "forward and backward"),))
+    override = OverrideConclusions("m:C", "config_class", (("4.57.6", conclusion),), advise([("4.57.6", conclusion)]))
+    assert wording.reason(override, ["4.57.6"]) == "without it, the class cannot be built"

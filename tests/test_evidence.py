@@ -298,3 +298,22 @@ def test_the_evidence_names_where_an_override_is_defined_as_file_and_line(file, 
     ]
     assert source("enable", code) == expected
     assert source("missing", code) is None
+
+
+def test_one_sides_failure_in_a_probe_the_other_side_failed_elsewhere_in_is_no_difference():
+    """ai2-olmo's `config_class` on 4.57.6: as shipped `generate` raises (the class has no `generate`); without
+    `config_class` the probe raises before it (the class cannot be built). Two errors in one probe are no
+    difference; where the class as shipped ran the probe, the build that fails without it is (needed)."""
+    unbuildable = "CouldNotBuild: its config_class is None"
+    cls = subject(
+        obs("generate", "generated", "error: AttributeError: no attribute 'generate'", None, without=[(TIE, None)]),
+        obs("generate", "error", None, None, without=[(TIE, unbuildable)]),
+        reached("generate", [TIE], [], without=[(TIE, [])]),
+        obs("forward", "logits", "logits=3.2", None, without=[(TIE, None)]),
+        obs("forward", "error", None, None, without=[(TIE, unbuildable)]),
+        reached("forward", [TIE], [], without=[(TIE, [])]),
+        methods=(TIE, INIT),
+    )
+    found = judge(cls, TIE)
+    assert found.verdict == DIFFERS
+    assert {(o.probe, o.name) for o in found.differing} == {("forward", "logits"), ("forward", "error")}

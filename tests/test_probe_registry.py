@@ -49,7 +49,8 @@ def test_probes_for_selects_by_kind_and_audited_method_and_probes_of_any_method_
     assert probes_for(()) == []
     trainers = [p.name for p in probes_for(("compute_loss",), TRAINER)]
     inspecting = ["transformers_calls", "signature"]  # they read the class, whatever it is
-    running = ["trainer_train", "trainer_evaluate", "trainer_evaluate_each", "trainer_predict", "trainer_save_model"]
+    running = ["trainer_train", "trainer_accumulation", "trainer_evaluate", "trainer_evaluate_each", "trainer_predict"]
+    running += ["trainer_save_model"]
     running.append("trainer_unused_columns")
     hooks = ["trainer_checkpoint_resume", "trainer_load_best_model", "trainer_log", "trainer_model_init"]
     assert trainers == [*inspecting, *running, *hooks, "trainer_model_card"]

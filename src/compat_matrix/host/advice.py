@@ -1,5 +1,6 @@
 """What to do with one override, by documented rules, from its conclusion on every tested release (compat_matrix.host.
-conclude): Port where a release orphaned it (what it provided is gone there); Fix where it breaks only where
+conclude): Port where a release orphaned it after one where it did something (what it provided is gone there;
+releases older than those that read it are left out of the advice); Fix where it breaks only where
 transformers passes it what it cannot take and does its job elsewhere; Keep where any release needs it (and it is
 harmful on none), or it does its job wherever it ran; Delete where every release is redundant or harmful (deleting
 fixes the harmful ones) and every tested release ran; otherwise Review. A new advice is one member of
@@ -10,7 +11,7 @@ elsewhere it runs as shipped."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from compat_matrix.host.conclude import COULD_NOT_RUN, DIFFERENTLY, HARMFUL, NEEDED, ORPHANED, REDUNDANT, Conclusion
 from compat_matrix.host.releases import early_label
@@ -42,6 +43,12 @@ def advise(rows: Sequence[tuple[str, Conclusion]], caveat: str | None = None) ->
     return advice
 
 
+def _gone_later(rows: Sequence[tuple[str, Conclusion]]) -> bool:
+    """Whether a release it is orphaned on is newer than one it did something on (rows newest first)."""
+    kinds = [c.kind for _, c in rows]
+    return ORPHANED in kinds and bool({NEEDED, DIFFERENTLY, HARMFUL} & set(kinds[kinds.index(ORPHANED) :]))
+
+
 def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
     # a pre-release that did not run (none to stand for, or it would not install) is no tested release
     rows = [(label, c) for label, c in rows if not (c.kind == COULD_NOT_RUN and early_label(label))]
@@ -54,7 +61,10 @@ def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
     if not ran:
         return Advice(AdviceKind.REVIEW, releases)
     if ORPHANED in ran and ran & {NEEDED, DIFFERENTLY, HARMFUL}:
-        return Advice(AdviceKind.PORT, releases)  # what it did on some release is gone on another
+        if _gone_later(rows):
+            return Advice(AdviceKind.PORT, releases)  # what it did on some release is gone on a newer one
+        # read only from some release on (trl's `loss_is_scaled_for_ga`, read from 5.19): advise by those
+        return replace(_advise([(label, c) for label, c in rows if c.kind != ORPHANED]), releases=releases)
     if ORPHANED in ran and not ran - {ORPHANED, REDUNDANT}:
         # it did nothing on any tested release: Delete where another release shows that, else ask
         return Advice(AdviceKind.DELETE if REDUNDANT in ran and everywhere else AdviceKind.REVIEW, releases)

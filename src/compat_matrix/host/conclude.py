@@ -109,6 +109,7 @@ class Conclusion:
 
 
 ACCESSORS, LOGGED = "no_arguments", ("trainer_log", "keys")  # the probes whose contract an override may exceed
+ACCUMULATED = ("trainer_accumulation", "as_one_batch")  # an accumulated step that equals one batch of both
 # The observations of a reload that hold or fail its contract whole: every tensor survived, nothing was missing or
 # unexpected, the outputs were the same (True, or nothing listed) — else what was lost.
 RELOAD, WHOLE = "save_and_load", ("loading_info", "state_survived", "same_outputs")
@@ -127,7 +128,9 @@ def keeps_contract(observation: Observation) -> bool:
     keeps whole where the base's loses something (adapters' `save_pretrained`, without which the adapter's weights
     come back unexpected); an accessor (`get_decoder`, `get_input_embeddings`, …) that finds a module of the subject,
     which a training forward pass uses, where the base finds nothing (None, or the model itself); a `log` that logs
-    every key the base logs and more. None of them is broken; what it adds may be what the override is for."""
+    every key the base logs and more; a step accumulated over two batches that equals one over both, where the
+    base's does not (trl's `loss_is_scaled_for_ga`). None of them is broken; what it adds may be what the override
+    is for."""
     override, base = observation.override, observation.base
     if observation.probe == RELOAD and observation.name in WHOLE:
         return whole(override) and not whole(base)
@@ -136,6 +139,8 @@ def keeps_contract(observation: Observation) -> bool:
         module = override.get("module")
         inside = isinstance(module, str) and module != NOTHING_FOUND and not module.endswith("outside the subject")
         return nothing and inside and override.get("used_in_forward") is True
+    if (observation.probe, observation.name) == ACCUMULATED:
+        return override is True
     if (observation.probe, observation.name) == LOGGED and isinstance(override, list) and isinstance(base, list):
         return set(base) < set(override)
     return False
@@ -200,8 +205,7 @@ def conclude(subject: SubjectResult | None, verdict: Verdict, titles: dict[str, 
     if verdict.verdict != VerdictKind.DIFFERS or subject is None:
         why = f"{verdict.verdict}: {verdict.reason}" if verdict.reason else verdict.verdict
         return Conclusion(COULD_NOT_RUN, why=why)
-    differing = [o for o in subject.observations if evidence.counts(o)]
-    return from_contrasts([contrast(o, _title(o, titles)) for o in differing])
+    return from_contrasts([contrast(o, _title(o, titles)) for o in evidence.differing(subject.observations)])
 
 
 def conclude_method(subject: SubjectResult | None, verdict: Verdict, method: str, titles: dict[str, str]) -> Conclusion:

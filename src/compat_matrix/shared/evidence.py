@@ -234,6 +234,25 @@ def counts(o: Observation) -> bool:
     )
 
 
+def differing(pairs: Iterable[Observation]) -> tuple[Observation, ...]:
+    """The pairs whose difference counts (`counts`), but not one side's failure in a probe the other side failed
+    too, elsewhere in it: a value that errors as shipped where the other side's probe raised before it (the
+    class as shipped cannot generate; without the override it cannot be built) is two different errors in one
+    probe, and says only that the class cannot run it either way. Values both sides gave still count there."""
+    pairs = tuple(pairs)
+    failed = {
+        (probe, side)
+        for o in pairs
+        if o.carries and o.name != WARNINGS
+        for probe, side, value in ((o.probe, 0, o.override), (o.probe, 1, o.base))
+        if _failed(o, value)
+    }
+    both = {probe for probe, side in failed if side == 0 and (probe, 1) in failed}
+    return tuple(
+        o for o in pairs if counts(o) and not (o.probe in both and (_failed(o, o.override) or _failed(o, o.base)))
+    )
+
+
 def judge(subject: SubjectResult, name: str) -> Judgement:
     """What deleting `name` does in this cell, by the rules in this module's docstring."""
     if name in subject.unprobed:
@@ -248,9 +267,9 @@ def judge(subject: SubjectResult, name: str) -> Judgement:
     orphaned = dict(subject.orphaned).get(name)
     for context in contexts:
         pairs = _context(subject.observations, name, context)
-        differing = tuple(o for o in pairs if counts(o))
-        if differing:
-            return Judgement(name, DIFFERS, context, differing, told_nothing=tuple(silent.items()))
+        found = differing(pairs)
+        if found:
+            return Judgement(name, DIFFERS, context, found, told_nothing=tuple(silent.items()))
         for probe, observations in by_probe(pairs).items():
             reached = observations.get(REACHED)
             if reached is None or name not in (reached.override or ()):
@@ -322,4 +341,4 @@ def together(subject: SubjectResult) -> tuple[Observation, ...]:
             )
             for o in subject.observations
         )
-    return tuple(o for o in pairs if counts(o))
+    return differing(pairs)

@@ -7,6 +7,7 @@ changed loss as a changed value."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import tempfile
@@ -14,9 +15,10 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from compat_matrix.cell.probes import ANY, TRAINER, Build, Inconclusive, Values, probe
-from compat_matrix.cell.probes.common import attempt
+from compat_matrix.cell.probes.common import attempt, failed
 from compat_matrix.cell.probes.outputs import rounded, state_survived, tensor_summary
 
+AS_ONE_BATCH = "as_one_batch"  # trainer_accumulation: the step over two batches is that over one of both
 EACH = ("first", "second")  # the names of the evaluation datasets of trainer_evaluate_each
 _VOLATILE = ("runtime", "per_second", "flos", "memory", "_time")  # metrics that time the run rather than describe it
 
@@ -64,6 +66,37 @@ def trainer_train(build: Build) -> Values:
         return {"steps": output.global_step, "training_loss": rounded(output.training_loss), "logged_losses": logged}
 
     return {"trained": _with_trainer(build, train)}
+
+
+@probe(
+    exercises=ANY,
+    title="Trainer gradient accumulation",
+    plain="accumulating gradients over two batches",
+    kinds=(TRAINER,),
+    contract=(AS_ONE_BATCH,),
+)
+def trainer_accumulation(build: Build) -> Values:
+    """One optimizer step over the four rows as two batches of two (`gradient_accumulation_steps=2`): the loss and
+    gradient norm it logs, and whether they are those of the same step as one batch of four (`as_one_batch`), as
+    accumulating gradients promises: the loss divided by the steps once, no more (`loss_is_scaled_for_ga`, a
+    `compute_loss` that takes `num_items_in_batch`). Or the error. With one batch a step, dividing never shows."""
+
+    def step(batch: int, steps: int) -> Callable[[Any], Values]:
+        def train(instance: Any) -> Values:
+            instance.args.per_device_train_batch_size, instance.args.gradient_accumulation_steps = batch, steps
+            instance._train_batch_size = instance.args.train_batch_size  # what __init__ took from the arguments
+            instance.args.max_steps = 1
+            instance.train()
+            entry = next(e for e in instance.state.log_history if "loss" in e)
+            return {key: rounded(entry[key]) for key in ("loss", "grad_norm") if key in entry}
+
+        return train
+
+    accumulated, whole = _with_trainer(build, step(2, 2)), _with_trainer(build, step(4, 1))
+    if failed(accumulated) or failed(whole):
+        return {"trained": accumulated, AS_ONE_BATCH: whole if failed(whole) else None}
+    alike = all(math.isclose(accumulated[k], whole.get(k, math.nan), rel_tol=1e-3) for k in accumulated)
+    return {"trained": accumulated, AS_ONE_BATCH: alike}
 
 
 @probe(exercises=ANY, title="Trainer evaluate", plain="evaluating", kinds=(TRAINER,))

@@ -31,6 +31,7 @@ MEANINGS = {
 CAUTIONS = 3  # harmful overrides a caution line names; the grid shows the rest
 ERROR_SHOWN = 200  # characters of an error in the caution line
 UNBUILT = f"{Status.COULD_NOT_BUILD}: "  # a subject's status and reason, as a conclusion's why
+UNBUILDABLE = "CouldNotBuild:"  # the error of a probe that could not build the class (compat_matrix.cell.tiny)
 INSTALL_FAILED = f"{Status.INSTALL_FAILED}: "  # a cell's
 
 
@@ -189,6 +190,8 @@ def reason(
             f"{'raises' if len(titles) == 1 else 'raise'} {style.text(error.split(':', 1)[0])}" if error else "fail"
         )
         harmful = f"; harmful on {on(HARMFUL)}" if advice.on(HARMFUL) else ""
+        if error and error.startswith(UNBUILDABLE):  # every probe that builds it raises: say what that means
+            return f"without it, the class cannot be built{harmful}"
         return f"without it, {what} {raised}{harmful}"
     if advice.kind == AdviceKind.FIX:
         return fix_text(override, order, style)

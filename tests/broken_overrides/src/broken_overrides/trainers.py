@@ -32,6 +32,15 @@ class PassThroughComputeLoss(Trainer):
         return super().compute_loss(*args, **kwargs)
 
 
+class DividesLossTwice(Trainer):
+    """Says its loss is not yet divided for gradient accumulation (`loss_is_scaled_for_ga = False`, which
+    transformers reads from 5.19) while the model's loss, given `num_items_in_batch`, already is: with two batches a
+    step, the loss and the gradients come out half as large (the double scaling that came with transformers 4.46's
+    `num_items_in_batch`, and that trl's trainers each set this flag for)."""
+
+    loss_is_scaled_for_ga = False
+
+
 # The hooks a plain `train()` never reaches, for the probes of compat_matrix.cell.probes.trainer_hooks
 
 
