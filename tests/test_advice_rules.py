@@ -406,7 +406,10 @@ def test_a_name_orphaned_only_before_releases_read_it_is_advised_by_those_that_d
 
 
 def test_an_override_without_which_the_class_cannot_be_built_reads_so():
-    needed = Observation("forward", "error", None, "CouldNotBuild: could not build C: its config_class is None")
+    unbuilt = "CouldNotBuild: could not build C: its config_class is None, not a config class; write a factory (see …)"
+    needed = Observation("forward", "error", None, unbuilt)
     conclusion = Conclusion(ConclusionKind.NEEDED, (contrast(needed, "forward and backward"),))
     override = OverrideConclusions("m:C", "config_class", (("4.57.6", conclusion),), advise([("4.57.6", conclusion)]))
-    assert wording.reason(override, ["4.57.6"]) == "without it, the class cannot be built"
+    assert wording.reason(override, ["4.57.6"]) == (
+        "without it, the class cannot be built (its config\\_class is None, not a config class)"
+    )

@@ -317,3 +317,15 @@ def test_one_sides_failure_in_a_probe_the_other_side_failed_elsewhere_in_is_no_d
     found = judge(cls, TIE)
     assert found.verdict == DIFFERS
     assert {(o.probe, o.name) for o in found.differing} == {("forward", "logits"), ("forward", "error")}
+
+
+def test_failures_of_separate_calls_in_a_probe_that_ran_to_its_end_still_count():
+    """`no_arguments` calls each accessor on its own: one that fails as shipped and another that fails only
+    without its override are two findings, not two errors of one run (adapters' `get_position_embeddings`)."""
+    cls = subject(
+        obs("no_arguments", TIE, "error: TypeError: 'Stack' object is not callable", "error: ValueError: no peft"),
+        obs("no_arguments", INIT, "3", "error: NotImplementedError: not implemented"),
+        reached("no_arguments", [TIE, INIT], []),
+        methods=(INIT,),
+    )
+    assert [(o.probe, o.name) for o in judge(cls, INIT).differing] == [("no_arguments", INIT)]

@@ -235,19 +235,21 @@ def counts(o: Observation) -> bool:
 
 
 def differing(pairs: Iterable[Observation]) -> tuple[Observation, ...]:
-    """The pairs whose difference counts (`counts`), but not one side's failure in a probe the other side failed
-    too, elsewhere in it: a value that errors as shipped where the other side's probe raised before it (the
+    """The pairs whose difference counts (`counts`), but not one side's failure in a probe that raised on the other
+    side (its `error`): a value that errors as shipped where the probe raised before it without the override (the
     class as shipped cannot generate; without the override it cannot be built) is two different errors in one
-    probe, and says only that the class cannot run it either way. Values both sides gave still count there."""
+    probe, and says only that the class cannot run it either way. Values both sides gave still count there, and
+    so do the failures of a probe that ran to its end on both sides (one call each of several, each on its own)."""
     pairs = tuple(pairs)
     failed = {
-        (probe, side)
+        (o.probe, side, o.name == ERROR)
         for o in pairs
         if o.carries and o.name != WARNINGS
-        for probe, side, value in ((o.probe, 0, o.override), (o.probe, 1, o.base))
+        for side, value in ((0, o.override), (1, o.base))
         if _failed(o, value)
     }
-    both = {probe for probe, side in failed if side == 0 and (probe, 1) in failed}
+    sides = {(probe, side) for probe, side, _ in failed}
+    both = {probe for probe, side, raised in failed if raised and (probe, 1 - side) in sides}
     return tuple(
         o for o in pairs if counts(o) and not (o.probe in both and (_failed(o, o.override) or _failed(o, o.base)))
     )

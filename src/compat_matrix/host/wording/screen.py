@@ -190,8 +190,10 @@ def reason(
             f"{'raises' if len(titles) == 1 else 'raise'} {style.text(error.split(':', 1)[0])}" if error else "fail"
         )
         harmful = f"; harmful on {on(HARMFUL)}" if advice.on(HARMFUL) else ""
-        if error and error.startswith(UNBUILDABLE):  # every probe that builds it raises: say what that means
-            return f"without it, the class cannot be built{harmful}"
+        if error and error.startswith(UNBUILDABLE):  # every probe that builds it raises: say why once
+            _, _, why = error.partition(": could not build ")
+            why = why.partition(": ")[2].split("; write a factory")[0]
+            return f"without it, the class cannot be built{f' ({style.text(why)})' if why else ''}{harmful}"
         return f"without it, {what} {raised}{harmful}"
     if advice.kind == AdviceKind.FIX:
         return fix_text(override, order, style)
