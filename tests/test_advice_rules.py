@@ -14,7 +14,7 @@ from compat_matrix.host.advice import advise
 from compat_matrix.host.conclude import Conclusion, OnRelease, conclude_method, contrast, fix_of
 from compat_matrix.host.overrides import OverrideConclusions
 from compat_matrix.host.verdict import decide
-from compat_matrix.shared.results import Observation, SubjectResult
+from compat_matrix.shared.results import Code, Observation, SubjectResult
 from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind
 
 TIE = "tie_weights"
@@ -413,3 +413,15 @@ def test_an_override_without_which_the_class_cannot_be_built_reads_so():
     assert wording.reason(override, ["4.57.6"]) == (
         "without it, the class cannot be built (its config\\_class is None, not a config class)"
     )
+
+
+def test_a_fix_of_an_override_that_calls_nothing_of_its_name_says_accept_them_not_pass_them_on():
+    """ai2-olmo's `tie_weights` is a no-op (`pass` under its docstring): there is nothing to pass them on to."""
+    code = (Code(TIE, "m.py", ((f"{TIE}@1", ((3, "pass"),)),)),)
+    noop = replace(cell(broken=True), code=code)
+    assert fix_of(noop, TIE).passes_on is False
+    assert reason(over(cell(broken=False), noop)).startswith(
+        "accept missing_keys and recompute_mapping (or **kwargs); on 5.1.0 transformers calls"
+    )
+    calls = (Code(TIE, "m.py", ((f"{TIE}@1", ((3, "return super().tie_weights()"),)),)),)
+    assert fix_of(replace(cell(broken=True), code=calls), TIE).passes_on is True

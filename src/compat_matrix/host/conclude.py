@@ -62,6 +62,7 @@ class Fix:
     still: str | None = None  # where not verified: what the widened override still raises, `Type: message`
     probes: tuple[str, ...] = ()  # what the report calls each probe the `fixed` variant ran in, in the cell's order
     deleting_fails: bool = False  # with it deleted, every call the class as shipped could not bind fails too
+    passes_on: bool = True  # its code calls a function of its own name (`super().tie_weights()`): pass them on there
 
     @property
     def only_way(self) -> bool:
@@ -260,13 +261,15 @@ def fix_of(subject: SubjectResult, method: str, titles: dict[str, str] | None = 
             parameters |= set(found) | ({"a positional argument"} if positional else set())
     if not parameters:
         return None
+    code = next((c for c in subject.code or () if c.name == method), None)
+    passes_on = code is None or any(f".{method}(" in text for _, statements in code.units for _, text in statements)
     tried = [o for o in subject.observations if method in dict(o.fixed)]
     if not tried:
-        return Fix(tuple(sorted(parameters)), sites)
+        return Fix(tuple(sorted(parameters)), sites, passes_on=passes_on)
     still = _still(tried, bound, method)
     ran_in = tuple(dict.fromkeys(_title(o, titles or {}) for o in tried))
     fails = bool(bound) and all(error_of(o, _deleted(o, method, len(subject.methods) < 2)) for o in bound)
-    return Fix(tuple(sorted(parameters)), sites, still is None, still, ran_in, fails)
+    return Fix(tuple(sorted(parameters)), sites, still is None, still, ran_in, fails, passes_on)
 
 
 def _deleted(observation: Observation, method: str, alone: bool) -> Any:

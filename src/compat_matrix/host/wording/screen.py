@@ -247,7 +247,9 @@ def fix_text(override: OverrideConclusions, order: Sequence[str], style: Style =
     )
     more = f" and {len(sites) - 1} more" if len(sites) > 1 else ""
     kwargs = style.code("**kwargs")
-    change = f"accept {accepted} (or {kwargs}) and pass {'it' if len(names) == 1 else 'them'} on{called}{more}"
+    them = "it" if len(names) == 1 else "them"
+    passes_on = all(fix.passes_on for _, fix in broken)
+    change = f"accept {accepted} (or {kwargs}){f' and pass {them} on' if passes_on else ''}{called}{more}"
     failed = [(label, fix) for label, fix in broken if fix.verified is False]
     untried = [label for label, fix in broken if fix.verified is None]
     if failed:
