@@ -425,3 +425,14 @@ def test_a_fix_of_an_override_that_calls_nothing_of_its_name_says_accept_them_no
     )
     calls = (Code(TIE, "m.py", ((f"{TIE}@1", ((3, "return super().tie_weights()"),)),)),)
     assert fix_of(replace(cell(broken=True), code=calls), TIE).passes_on is True
+
+
+def test_a_name_orphaned_where_the_release_did_not_audit_it_is_no_delete():
+    """trl's `_BaseTrainer.loss_is_scaled_for_ga = None`: transformers' Trainer has the same None from 5.19, so deleting
+    it changes nothing there; 4.56.2 has none, so the release did not audit it and never deleted it, and trl's own
+    `__init__` reads it there: deleted, the trainer cannot be built. Delete needs a deletion that ran."""
+    same = Conclusion(ConclusionKind.REDUNDANT)
+    untested = Conclusion(ConclusionKind.ORPHANED, why="no class of transformers defines it", untested=True)
+    assert advise([("5.24.0", same), ("4.56.2", untested)]).kind == AdviceKind.REVIEW
+    tested = Conclusion(ConclusionKind.ORPHANED, why="no base class defines it")  # its deletion ran: nothing differed
+    assert advise([("5.24.0", same), ("4.56.2", tested)]).kind == AdviceKind.DELETE

@@ -57,7 +57,9 @@ def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
         by_kind.setdefault(conclusion.kind, []).append(label)
     releases = tuple((kind, tuple(labels)) for kind, labels in by_kind.items())
     ran = set(by_kind) - {COULD_NOT_RUN}
-    everywhere = COULD_NOT_RUN not in by_kind  # Delete rests on every tested release: one that could not run may differ
+    # Delete rests on every tested release: one that could not run may differ, one that did not audit it never
+    # deleted it (the subject's own code may read it there)
+    everywhere = COULD_NOT_RUN not in by_kind and not any(c.untested for _, c in rows)
     if not ran:
         return Advice(AdviceKind.REVIEW, releases)
     if ORPHANED in ran and ran & {NEEDED, DIFFERENTLY, HARMFUL}:

@@ -166,7 +166,7 @@ def _on(row: Concluded, method: str) -> Conclusion:
     (the subject defines it, but no class of transformers does here) is orphaned here."""
     audited = row.row.result is not None and method in row.row.result.methods
     if row.verdict.ran and not audited:
-        return Conclusion(ORPHANED, why=f"no class of transformers defines {method}")
+        return Conclusion(ORPHANED, why=f"no class of transformers defines {method}", untested=True)
     return row.of(method)
 
 
