@@ -316,3 +316,15 @@ def test_a_review_row_with_a_cause_of_its_own_stays_a_row_and_one_that_differs_o
     assert stopped.advice.kind == coupled.advice.kind == AdviceKind.REVIEW
     assert first_screen.cause_of(stopped, {}) is None
     assert first_screen.cause_of(coupled, {}) == first_screen.Cause(first_screen.CauseKind.DIFFERS)
+
+
+def test_a_line_for_classes_whose_cell_could_not_run_reads_whole_and_has_no_empty_next_step():
+    """wtpsplit's cut-off sweep: "…their classes cell could not run (said at the top):" read as one broken clause."""
+    cell = health.Breakage(None, health.Stage.CELL, "not run: no result file", ("transformers 4.22.2",))
+    assert first_screen._broke(cell, "", True, wording.PLAIN) == "their cells could not run (said at the top)"
+    built = health.Breakage(
+        "m:A", health.Stage.BUILD, "KeyError: 'chosen'", ("5.0",), status="could-not-build", kind="trainer"
+    )
+    assert first_screen._broke(built, "", False, wording.PLAIN) == (
+        "its class cannot be built (said at the top): write a factory whose dataset has a chosen column"
+    )

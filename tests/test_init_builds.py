@@ -75,6 +75,12 @@ def test_a_value_that_cannot_be_installed_is_left_out_with_why_and_the_cap_it_ne
     assert load(start.output).axes[0].values == ("5.x",)
 
 
+def test_a_value_init_tried_twice_is_left_out_and_said_once(tmp_path):
+    """wtpsplit: init installs the newest release to look, then again to build; its warning and comment came twice."""
+    start = starter.left_out(start_of(tmp_path), found_of(uninstallable=[CONFLICT, CONFLICT]), RELEASES.__getitem__)
+    assert start.left_out == (CONFLICT,)
+
+
 def test_a_cap_lifted_for_torch_keeps_its_comment_where_a_transformers_value_is_left_out(tmp_path):
     """granite-tsfm 0.3.11: init lifts its cap on torch for the machine's torch, and leaves out a transformers
     release that cannot be installed; the file still says why the cap is lifted (init raised KeyError: 'overrides'

@@ -193,8 +193,13 @@ def _broke(breakage: Breakage | None, detail: str, several: bool, style: Style) 
     """Why its class did not run, said once at the top: the stage, and the next step."""
     if breakage is None:
         return style.text(detail)
-    whose = "their classes" if several else "its class"
-    return f"{whose} {PHRASES[breakage.stage].removeprefix('its ')} ({AT_THE_TOP}): {next_step(breakage, style)}"
+    phrase = PHRASES[breakage.stage]  # `cannot be built` (its class), `its cell could not run`
+    if phrase.startswith("its cell "):
+        said = f"{'their cells' if several else 'its cell'} {phrase.removeprefix('its cell ')}"
+    else:
+        said = f"{'their classes' if several else 'its class'} {phrase}"
+    step = next_step(breakage, style)
+    return f"{said} ({AT_THE_TOP})" + (f": {step}" if step else "")
 
 
 def line(group: Group, order: Sequence[str], several: bool, style: Style = MARKDOWN) -> str:

@@ -300,8 +300,9 @@ def left_out(start: Start, found: Found, releases_of: Callable[[str], Sequence[V
     """The start without the transformers values init tried and could not install: a value as written is taken off
     the axis, a release a sweep stands for gets an [[exclude]] table; each said in a comment with why. The caps
     lifted (`overrides`) are those the values left still need."""
-    conflicts = tuple(f for f in found.uninstallable if unsatisfiable(f[2]))
-    unsure = tuple(f for f in found.uninstallable if f not in conflicts)
+    tried = tuple(dict.fromkeys(found.uninstallable))  # a release init installed twice (to look, then to build) once
+    conflicts = tuple(f for f in tried if unsatisfiable(f[2]))
+    unsure = tuple(f for f in tried if f not in conflicts)
     if not conflicts:
         return replace(start, unsure=unsure)
     values = {value for value, _, _ in conflicts}
