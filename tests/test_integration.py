@@ -36,6 +36,8 @@ def test_every_broken_override_is_caught_where_expected_and_the_controls_stay_sa
         for subject in cell["subjects"]:
             wanted = expected[subject["target"]]
             verdict = wanted.expected(cell["resolved"]["transformers"])
+            if verdict is None:  # expected nothing there: DividesLossTwice's flag, which no release before 5.19 reads
+                continue
             assert subject["verdict"] == verdict, (cell["resolved"], subject["target"], subject["reason"])
             if verdict != "differs":
                 continue
