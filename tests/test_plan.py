@@ -280,3 +280,11 @@ def test_commands_that_run_no_cell_say_what_their_exit_code_0_means(command, cap
         cli.main([command, "--help"])
     text = capsys.readouterr().out
     assert "  0   " in text and "every cell ran" not in text
+
+
+def test_the_nox_processes_a_run_starts_keep_their_bytecode_in_the_envdir(tmp_path):
+    """With PYTHONDONTWRITEBYTECODE set (as on this machine), the nested nox and each worker compiled pandas and
+    compat-matrix from source: their bytecode goes to a folder of the envdir instead; a prefix of your own stays."""
+    told = nox_sessions.host_bytecode({"PYTHONDONTWRITEBYTECODE": "1", "HOME": "/h"}, tmp_path)
+    assert told == {"HOME": "/h", "PYTHONPYCACHEPREFIX": str(tmp_path / nox_sessions.HOST_BYTECODE)}
+    assert nox_sessions.host_bytecode({"PYTHONPYCACHEPREFIX": "/mine"}, tmp_path) == {"PYTHONPYCACHEPREFIX": "/mine"}

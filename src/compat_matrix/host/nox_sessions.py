@@ -276,12 +276,22 @@ def run_cells(
     watched = progress.tracked([(c.id, folders.result_path(m.reports, c)) for m, c in selected])
     watcher = progress.Watcher(watched, width, console.say, progress.line)
     try:
-        _, interrupted = console.run_watched(
-            nested, plan.nested_environ(os.environ, path), watcher.tick, progress.shown
-        )
+        environ = host_bytecode(plan.nested_environ(os.environ, path), envdir)
+        _, interrupted = console.run_watched(nested, environ, watcher.tick, progress.shown)
     finally:
         path.unlink(missing_ok=True)
     return interrupted
+
+
+HOST_BYTECODE = "compat-matrix-host-bytecode"  # in the envdir: the bytecode of the nox processes a run starts
+
+
+def host_bytecode(environ: Mapping[str, str], envdir: Path) -> dict[str, str]:
+    """`environ` for the nested nox and its workers, with bytecode written and read in a folder of the envdir (one
+    of your own PYTHONPYCACHEPREFIX kept): where PYTHONDONTWRITEBYTECODE is set, each of them compiled pandas and
+    compat-matrix from source, ~0.8 s a process, as the cells' runners would torch (cell_run.bytecode_environment)."""
+    kept = {k: v for k, v in environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {"PYTHONPYCACHEPREFIX": str(envdir / HOST_BYTECODE)} | kept
 
 
 def cells_outcome(selected: Sequence[tuple[plan.Matrix, cells.Cell]]) -> Outcome:
