@@ -316,6 +316,15 @@ def test_a_review_row_with_a_cause_of_its_own_stays_a_row_and_one_that_differs_o
     assert stopped.advice.kind == coupled.advice.kind == AdviceKind.REVIEW
     assert first_screen.cause_of(stopped, {}) is None
     assert first_screen.cause_of(coupled, {}) == first_screen.Cause(first_screen.CauseKind.DIFFERS)
+    # adapters' `active_adapters`, a property where transformers' is a method: only its signature and transformers'
+    # calls differ, nothing that ran did; the line says so rather than "where the class as shipped fails too"
+    from compat_matrix.host.conclude import contrast
+    from compat_matrix.shared.results import Observation
+
+    seen = Observation("transformers_calls", "active_adapters", None, {"calls": 2, "cannot_take": []})
+    read = override("read", Conclusion(ConclusionKind.DIFFERENTLY, (contrast(seen, "what transformers passes it"),)))
+    cause = first_screen.cause_of(read, {})
+    assert cause == first_screen.Cause(first_screen.CauseKind.DIFFERS, first_screen.READ_ONLY)
 
 
 def test_a_line_for_classes_whose_cell_could_not_run_reads_whole_and_has_no_empty_next_step():

@@ -21,6 +21,7 @@ from compat_matrix.host.conclude import COULD_NOT_RUN, DIFFERENTLY, HARMFUL, NEE
 from compat_matrix.host.grid import Grid
 from compat_matrix.host.health import AT_THE_TOP, PHRASES, Breakage, Statement, next_step
 from compat_matrix.host.overrides import OverrideConclusions
+from compat_matrix.host.verdict import INSPECTS
 from compat_matrix.host.wording import MARKDOWN, Style, name_of, name_of_subject, versions_text
 from compat_matrix.shared.evidence import UNSEEN
 from compat_matrix.shared.vocabulary import AdviceKind
@@ -127,7 +128,9 @@ def cause_of(override: OverrideConclusions, broken: Mapping[str, Breakage]) -> C
         return Cause(CauseKind.CAVEAT, advice.caveat)
     differently = [c for _, c in override.by_release if c.kind == DIFFERENTLY]
     if differently and ran <= {NEEDED, DIFFERENTLY} and not any(c.does_its_job for c in differently):
-        return Cause(CauseKind.DIFFERS)
+        seen = [x.observation.probe for c in differently for x in c.contrasts]
+        read = bool(seen) and all(probe in INSPECTS for probe in seen)
+        return Cause(CauseKind.DIFFERS, READ_ONLY if read else "")
     unknown = next((c.why for _, c in override.by_release if c.kind == UNKNOWN), None)
     if unknown is not None:
         return Cause(CauseKind.UNKNOWN, category(unknown, override.name))
@@ -138,6 +141,7 @@ def cause_of(override: OverrideConclusions, broken: Mapping[str, Breakage]) -> C
 
 
 NO_PROBE, NEVER_RAN, LINES, UNWATCHED, NO_VALUES = "no probe", "never ran", "lines", "unwatched", "no values"
+READ_ONLY = "read"  # a DIFFERS cause seen only by the probes that read the class (a signature, transformers' calls)
 _LINES = re.compile(r"^lines? \d+.* never ran")
 
 
@@ -221,6 +225,12 @@ def line(group: Group, order: Sequence[str], several: bool, style: Style = MARKD
         said = f"not established, {_broke(cause.breakage, cause.detail, several_classes, style)}"
     elif cause.kind == CauseKind.CAVEAT:
         said = f"{'reads' if one else 'read'} redundant, but {style.text(cause.detail)}"
+    elif cause.kind == CauseKind.DIFFERS and cause.detail == READ_ONLY:
+        said = (
+            f"{'differs' if one else 'differ'} only in {'its signature' if one else 'their signatures'} or what"
+            f" transformers passes {'it' if one else 'them'}: nothing that ran differed; check the calls the evidence"
+            " names"
+        )
     elif cause.kind == CauseKind.DIFFERS:
         said = (
             f"{'behaves' if one else 'behave'} differently where the class as shipped fails too, or only beside the"
