@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from compat_matrix.cell.factory import takes_path
+from compat_matrix.cell.factory import _made, takes_path
 from compat_matrix.cell.subject import unloadable
 from compat_matrix.host import factories, fingerprints, wording
 from compat_matrix.host.spec import MatrixError, load
@@ -136,3 +137,18 @@ def test_the_default_factory_hands_a_path_only_to_a_trainer_whose_model_may_be_o
     """Where a trainer still fails, the default factory tries the folder its model was saved in (trl's
     RewardTrainer configures the model it loads itself): only where the `model` hint names `str`."""
     assert takes_path(cls) is takes
+
+
+class LoadsWhatItIsGiven:
+    """A trainer whose model may be a path, and that can be built neither way: its error as given is what counts."""
+
+    def __init__(self, model: "str | TinyModel", reward_funcs=None):  # noqa: F821 (named, not installed here)
+        if isinstance(model, str):
+            raise OSError(f"{model} is no folder of weights")
+        raise ValueError("this trainer needs a model with a value head")
+
+
+def test_where_the_model_as_a_path_fails_too_the_error_of_the_model_as_given_is_said():
+    model = SimpleNamespace(config=SimpleNamespace(_name_or_path="/tmp/tiny-model"))
+    with pytest.raises(ValueError, match="value head"):
+        _made(LoadsWhatItIsGiven, {"model": model})

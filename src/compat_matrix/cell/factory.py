@@ -154,11 +154,15 @@ def _made(cls: type, given: dict[str, Any]) -> Any:
             raise
     try:
         return cls(**{**given, **more})
-    except Exception:
+    except Exception as exc:
         folder = getattr(getattr(given.get("model"), "config", None), "_name_or_path", None)
         if not folder or not takes_path(cls):
             raise
-    return cls(**{**given, **more, "model": folder})  # a trainer that configures the model it loads itself
+        failed = exc
+    try:
+        return cls(**{**given, **more, "model": folder})  # a trainer that configures the model it loads itself
+    except Exception:
+        raise failed from None  # the model as given says what a factory must give, not the guess that it is a path
 
 
 def takes_path(cls: type) -> bool:
