@@ -142,7 +142,7 @@ def test_the_default_factory_hands_a_path_only_to_a_trainer_whose_model_may_be_o
 class LoadsWhatItIsGiven:
     """A trainer whose model may be a path, and that can be built neither way: its error as given is what counts."""
 
-    def __init__(self, model: "str | TinyModel", reward_funcs=None):  # noqa: F821 (named, not installed here)
+    def __init__(self, model: str | TinyModel, reward_funcs=None):  # noqa: F821 (named, not installed here)
         if isinstance(model, str):
             raise OSError(f"{model} is no folder of weights")
         raise ValueError("this trainer needs a model with a value head")
