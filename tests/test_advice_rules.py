@@ -436,3 +436,7 @@ def test_a_name_orphaned_where_the_release_did_not_audit_it_is_no_delete():
     assert advise([("5.24.0", same), ("4.56.2", untested)]).kind == AdviceKind.REVIEW
     tested = Conclusion(ConclusionKind.ORPHANED, why="no base class defines it")  # its deletion ran: nothing differed
     assert advise([("5.24.0", same), ("4.56.2", tested)]).kind == AdviceKind.DELETE
+    # harmful where it is read, orphaned before: Delete fixes the newer release only where the older one deleted it too
+    harmful = Conclusion(ConclusionKind.HARMFUL)
+    assert advise([("5.24.0", harmful), ("4.56.2", untested)]).kind == AdviceKind.REVIEW
+    assert advise([("5.24.0", harmful), ("4.56.2", tested)]).kind == AdviceKind.DELETE

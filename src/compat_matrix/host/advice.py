@@ -65,8 +65,11 @@ def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
     if ORPHANED in ran and ran & {NEEDED, DIFFERENTLY, HARMFUL}:
         if _gone_later(rows):
             return Advice(AdviceKind.PORT, releases)  # what it did on some release is gone on a newer one
-        # read only from some release on (trl's `loss_is_scaled_for_ga`, read from 5.19): advise by those
-        return replace(_advise([(label, c) for label, c in rows if c.kind != ORPHANED]), releases=releases)
+        # read only from some release on (trl's `loss_is_scaled_for_ga`, read from 5.19): advise by those, but
+        # Delete only where the older releases deleted it too (one that did not audit it never ran without it)
+        advised = _advise([(label, c) for label, c in rows if c.kind != ORPHANED])
+        kind = AdviceKind.REVIEW if advised.kind == AdviceKind.DELETE and not everywhere else advised.kind
+        return replace(advised, kind=kind, releases=releases)
     if ORPHANED in ran and not ran - {ORPHANED, REDUNDANT}:
         # it did nothing on any tested release: Delete where another release shows that, else ask
         return Advice(AdviceKind.DELETE if REDUNDANT in ran and everywhere else AdviceKind.REVIEW, releases)
