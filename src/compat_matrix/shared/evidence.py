@@ -8,7 +8,8 @@ contexts, that deleting it changes something or nothing. Pure functions.
 - A probe is evidence about X in a context only where X ran on the side that keeps it and the probe observed
   something: not where both compared sides failed identically, even in part (an error before X mattered says
   nothing about X, and what else the probe saw may not have depended on X), nor where both found nothing to look
-  at. Such probes "told nothing".
+  at. Such probes "told nothing". Nor is one side's failure in a probe that raised on the other side (`differing`):
+  two different errors in one probe say only that the class cannot run it either way.
 - X is `same` only with evidence of it having run as shipped, every statement of its code included (the functions
   it defines inside too: the hook it registers), in probes that observed something, and no difference in any
   context; the probes vouch only for the code they ran (a branch for an evaluator, a parameter group, a dataset
