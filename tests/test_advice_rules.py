@@ -232,6 +232,20 @@ def test_a_difference_only_in_what_reads_the_class_is_no_job():
     assert one_release("m:BertAdapterModel", "active_adapters", calls, signature, logits) == AdviceKind.KEEP
 
 
+def test_a_property_that_reads_otherwise_than_the_base_method_does_its_job_unless_the_class_breaks():
+    """Read on an instance (`reading`), adapters' `active_adapters` gives the adapter setup where, deleted, every
+    reader gets transformers' bound method: by hand, deleting it makes `set_active_adapters` pick another head. The
+    class as shipped runs: Keep. `num_parameters` as a property reads otherwise too, but the Trainer's step calls
+    `model.num_parameters(exclude_embeddings=True)` and raises as shipped: not Keep."""
+    calls = Observation("transformers_calls", "active_adapters", None, {"calls": 2, "cannot_take": []})
+    read = Observation("reading", "active_adapters", "Stack[tiny]", "transformers.PeftAdapterMixin.active_adapters")
+    assert one_release("m:BertAdapterModel", "active_adapters", calls, read) == AdviceKind.KEEP
+    counted = Observation("reading", "num_parameters", 4096, "transformers.ModuleUtilsMixin.num_parameters")
+    step = Observation("plain_trainer_step", "error", "TypeError: 'int' object is not callable", None)
+    assert one_release("m:CountsAsProperty", "num_parameters", counted, step) == AdviceKind.REVIEW
+    assert one_release("m:CountsAsProperty", "num_parameters", counted) == AdviceKind.KEEP
+
+
 def accessor(override, base) -> Observation:
     return Observation("no_arguments", "get_decoder", override, base, contract=True)
 

@@ -181,6 +181,19 @@ def test_per_name_variants_delete_only_that_name_or_all_but_it(tmp_path):
     assert Variant(ONLY + "greet").method == Variant("broken greet: does nothing").method == "greet"
 
 
+def test_the_attribute_as_shipped_is_known_in_every_variant(tmp_path):
+    """What the probe `reading` compares: the subject's own `loud` is a property in the variant that deleted it too
+    (and the base's a property), so both variants read it the same way."""
+
+    def look(s):
+        shipped, now = variants.shipped(Subject, "loud"), vars(Subject).get("loud")
+        return [isinstance(shipped, property), shipped.fget.__qualname__, isinstance(now, property)]
+
+    assert in_child(tmp_path, BASE, ("loud",), look) == [True, "Subject.loud", False]
+    assert in_child(tmp_path, OVERRIDE, ("loud",), look) == [True, "Subject.loud", True]
+    assert variants.shipped(Subject, "greet") is vars(Subject)["greet"] and variants.shipped(Subject, "nothing") is None
+
+
 def test_a_name_no_base_class_defines_is_deleted_all_the_same(tmp_path):
     """An orphaned override (the release no longer defines what it overrode): its base variant lacks the name."""
     assert in_child(tmp_path, OVERRIDE, ("uses_greet",), lambda s: s.uses_greet()) == "via:subject>middle>root"

@@ -9,6 +9,8 @@ concrete subclasses users build). Deleting it there is what deleting it from the
 
 from __future__ import annotations
 
+from typing import Any
+
 from compat_matrix.cell import fixes, mutants
 from compat_matrix.shared.variants import (
     BASE,
@@ -39,6 +41,7 @@ __all__ = [
     "library",
     "names",
     "owner",
+    "shipped",
 ]
 
 
@@ -68,6 +71,18 @@ def owner(cls: type, name: str) -> type | None:
     return klass if klass is not None and library(klass) == library(cls) else None
 
 
+_AS_SHIPPED: dict[tuple[type, str], Any] = {}  # in a variant's child: each audited name's attribute as shipped
+
+
+def shipped(cls: type, name: str) -> Any:
+    """The attribute `name` as `cls`'s library ships it (what its owner defines), whatever the variant applied since
+    deleted or changed; None where nothing of `cls`'s defines it."""
+    if (cls, name) in _AS_SHIPPED:
+        return _AS_SHIPPED[cls, name]
+    klass = owner(cls, name)
+    return vars(klass).get(name) if klass is not None else None
+
+
 def base_of(cls: type, name: str) -> type | None:
     """The class that defines what runs for `name` once it is deleted from its owner: the nearest after the owner
     in `cls`'s MRO; None where none does (the release orphaned it)."""
@@ -85,6 +100,8 @@ def apply(cls: type, variant: str, methods: tuple[str, ...]) -> type:
     """Turn `cls` into `variant`, in place: delete names, or put a broken version (a mutant) of one in its place.
     Only ever called in a child process that owns its copy of the class."""
     check(cls, methods)
+    for name in methods:
+        _AS_SHIPPED.setdefault((cls, name), shipped(cls, name))
     _SHIPPED.update({(cls, name): owner(cls, name) for name in methods})
     chosen = Variant(variant)
     if chosen.broken:

@@ -14,9 +14,10 @@ import re
 import tempfile
 from typing import Any
 
-from compat_matrix.cell.probes import ANY, CONTRACT, Build, Inconclusive, Values, probe
-from compat_matrix.cell.probes.common import attempt, batch, failed, images
-from compat_matrix.cell.probes.generic import accepts, base_function, parameters
+from compat_matrix.cell import variants
+from compat_matrix.cell.probes import ANY, CONTRACT, MODEL, TRAINER, Build, Inconclusive, Values, probe
+from compat_matrix.cell.probes.common import attempt, batch, failed, images, jsonable
+from compat_matrix.cell.probes.generic import accepts, base_function, function_of, parameters
 from compat_matrix.shared.results import failure
 
 DIGITS = 4  # significant digits of a float in a summary: the tolerance of value comparisons
@@ -231,6 +232,8 @@ def no_arguments(build: Build) -> Values:
         base = base_function(build.cls, name)
         if base is None or name in CALLS or isinstance(inspect.getattr_static(build.cls, name, None), staticmethod):
             continue
+        if kind_of(variants.shipped(build.cls, name)) == "property":
+            continue  # read, not called, as shipped: `reading`
         required = [
             p
             for p in list(parameters(base).values())[1:]
@@ -241,6 +244,44 @@ def no_arguments(build: Build) -> Values:
         instance = build()
         result = attempt(getattr(instance, name))
         values[name] = result if failed(result) else returned(build, instance, result)
+    return values
+
+
+def kind_of(attribute: Any) -> str | None:
+    """What a class attribute is to its readers: a `property`, a `method` (a function, classmethod or
+    staticmethod), or None for anything else (a value)."""
+    if isinstance(attribute, property):
+        return "property"
+    return "method" if function_of(attribute) is not None else None
+
+
+def read_value(build: Build, instance: Any, value: Any) -> Any:
+    """What reading an attribute gave, as an observation: a module or tensor as `returned` says it, a method by
+    its qualified name (`transformers.integrations.peft.PeftAdapterMixin.active_adapters`), anything else by its
+    repr (`Stack[tiny]`)."""
+    import torch
+
+    if isinstance(value, (torch.nn.Module, torch.Tensor)):
+        return returned(build, instance, value)
+    return jsonable(value)
+
+
+@probe(exercises=ANY, title="read on an instance", plain="reading it on an instance", kinds=(MODEL, TRAINER))
+def reading(build: Build) -> Values:
+    """Per audited name that the subject ships as a property where the base implementation is a method, or the
+    reverse (adapters' `active_adapters`, a property over transformers' method): what reading it on a fresh instance
+    gives, or the error. With the override deleted every reader of the name gets something else (a bound method
+    for a value); the probes that call it see only that a value cannot be called. Names of one kind on both sides
+    are not read here: the other probes call them."""
+    values: Values = {}
+    for name in build.methods:
+        ours = kind_of(variants.shipped(build.cls, name))
+        theirs = kind_of(vars(variants.base_of(build.cls, name) or object).get(name))
+        if ours is None or theirs is None or ours == theirs:
+            continue
+        instance = build()
+        value = attempt(getattr, instance, name)
+        values[name] = value if failed(value) else read_value(build, instance, value)
     return values
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from compat_matrix.host.breaks import NBSP
 from compat_matrix.host.conclude import COULD_NOT_RUN, DIFFERENTLY, HARMFUL, NEEDED, ORPHANED, REDUNDANT, UNKNOWN
 from compat_matrix.host.overrides import OverrideConclusions
+from compat_matrix.host.verdict import INSPECTS
 from compat_matrix.host.wording.style import MARKDOWN, PLAIN, Style, listed
 from compat_matrix.host.wording.versions import versions_text
 from compat_matrix.probes import plain_words
@@ -82,12 +83,14 @@ def spoken(titles: Sequence[str]) -> list[str]:
 
 def _failing(override: OverrideConclusions, kind: ConclusionKind) -> tuple[list[str], list[str], str | None]:
     """The releases where `override` is `kind` (newest first), the probes whose contrasts of that kind show it on
-    the newest of them (in plain words), and their first error."""
+    the newest of them (in plain words; those that run the class before those that only read it), and their first
+    error."""
     labels = [label for label, c in override.by_release if c.kind == kind]
     if not labels:
         return [], [], None
     conclusion = dict(override.by_release)[labels[0]]
-    contrasts = [c for c in conclusion.contrasts if c.kind == kind]
+    ours = [c for c in conclusion.contrasts if c.kind == kind]
+    contrasts = sorted(ours, key=lambda c: c.observation.probe in INSPECTS)
     return labels, spoken([c.title for c in contrasts]), next((c.error for c in contrasts if c.error), None)
 
 

@@ -142,3 +142,23 @@ class WithAdapterHeads(LlamaForCausalLM):
         logits = self.lm_head(hidden + self.adapters_config[self.active](hidden))
         loss = None if labels is None else self.loss_function(logits, labels, self.config.vocab_size)
         return CausalLMOutputWithPast(loss=loss, logits=logits)
+
+
+class AdaptersAsProperty(LlamaForCausalLM):
+    """`active_adapters` as a property giving the adapter setup, where transformers defines a method (adapters'
+    `ModelAdaptersMixin`): reading it gives the setup as shipped and a bound method with it deleted. The class as
+    shipped runs: a property that does its job."""
+
+    @property
+    def active_adapters(self):
+        return ["default"]
+
+
+class CountsParametersAsProperty(LlamaForCausalLM):
+    """`num_parameters` as a property: the Trainer counts each step's floating-point operations with
+    `model.num_parameters(exclude_embeddings=True)`, which an int cannot take, so a Trainer step raises
+    `TypeError: 'int' object is not callable` as shipped. Reading it differs too; it must not read Keep."""
+
+    @property
+    def num_parameters(self):
+        return sum(p.numel() for p in self.parameters())
