@@ -300,7 +300,8 @@ def explained(answer: SubjectConclusions) -> frozenset[str]:
 def summary_tables(report: Report) -> list[str]:
     """The probes' summary per release (the motivating PR's table), for the subjects whose probes have one: one
     subject's rows are its releases (neighbours that read alike share one past MERGE_ABOVE); with several subjects,
-    one table, a row per subject and stretch of releases that read alike. Then your own tests, per subject."""
+    one table, a row per subject and stretch of releases that read alike (subjects whose rows all read alike
+    share them: one row for twenty classes that switch alike). Then your own tests, per subject."""
     subjects = sorted(report.meta.subjects, key=lambda s: _first_row(report.grid, s.target))
     tables: list[tuple[Subject, list[list[str]]]] = []
     for subject in subjects:
@@ -317,10 +318,13 @@ def summary_tables(report: Report) -> list[str]:
         out += [BASE_MEANING, "", table(["", *COLUMNS.values()], merged(shown) if len(shown) > MERGE_ABOVE else shown)]
         out += [""]
     elif tables:
+        alike: dict[tuple[tuple[str, ...], ...], list[str]] = {}  # classes whose rows read alike share them
+        for subject, shown in tables:
+            alike.setdefault(tuple(map(tuple, merged(shown, axis=False))), []).append(subject.target)
         rows = [
-            [Md(wording.name_of_subject(subject.target)), *row]
-            for subject, shown in tables
-            for row in merged(shown, axis=False)
+            [Md(", ".join(wording.name_of_subject(t) for t in targets)), *row]
+            for stretch, targets in alike.items()
+            for row in stretch
         ]
         out += [BASE_MEANING, "", table(["class", axis_of(report.order), *COLUMNS.values()], rows), ""]
     for subject in subjects:
