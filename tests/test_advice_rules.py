@@ -221,9 +221,9 @@ def one_release(target: str, name: str, *observations: Observation) -> AdviceKin
 
 
 def test_a_difference_only_in_what_reads_the_class_is_no_job():
-    """adapters' `active_adapters` is a property where transformers has a method: the probes that read the class
-    see no function to compare (`—` against the base's), and nothing that runs the class differs. That is no job
-    it does: not Keep. The same difference beside one in what the class does is."""
+    """Where a property stands over transformers' method, the probes that read the class see no function to compare
+    (`—` against the base's). Alone, with nothing that runs the class differing, that is no job it does: not Keep
+    (the probe `reading` is what shows the job: below). The same difference beside one in what the class does is."""
     calls = Observation("transformers_calls", "active_adapters", None, {"calls": 2, "cannot_take": []})
     signature = Observation("signature", "active_adapters", None, {"cannot_take": [], "other_defaults": {}})
     forward = Observation("ran", "loss", 1.5, 1.5)
@@ -238,12 +238,48 @@ def test_a_property_that_reads_otherwise_than_the_base_method_does_its_job_unles
     class as shipped runs: Keep. `num_parameters` as a property reads otherwise too, but the Trainer's step calls
     `model.num_parameters(exclude_embeddings=True)` and raises as shipped: not Keep."""
     calls = Observation("transformers_calls", "active_adapters", None, {"calls": 2, "cannot_take": []})
-    read = Observation("reading", "active_adapters", "Stack[tiny]", "transformers.PeftAdapterMixin.active_adapters")
-    assert one_release("m:BertAdapterModel", "active_adapters", calls, read) == AdviceKind.KEEP
-    counted = Observation("reading", "num_parameters", 4096, "transformers.ModuleUtilsMixin.num_parameters")
+    method = "transformers.integrations.peft.PeftAdapterMixin.active_adapters"
+    assert one_release("m:BertAdapterModel", ADAPTERS, calls, reading("Stack[tiny]", method)) == AdviceKind.KEEP
+    counted = Observation(
+        "reading", "num_parameters", 4096, "transformers.modeling_utils.ModuleUtilsMixin.num_parameters"
+    )
     step = Observation("plain_trainer_step", "error", "TypeError: 'int' object is not callable", None)
     assert one_release("m:CountsAsProperty", "num_parameters", counted, step) == AdviceKind.REVIEW
     assert one_release("m:CountsAsProperty", "num_parameters", counted) == AdviceKind.KEEP
+
+
+ADAPTERS = "active_adapters"
+
+
+def reading(override, base) -> Observation:
+    return Observation("reading", ADAPTERS, override, base)
+
+
+def test_a_getter_that_raises_on_a_fresh_instance_is_neither_harmful_nor_a_job():
+    """adapters' EncoderDecoderModelWithAdapters, built with no adapter set up: reading `active_adapters` raises as
+    shipped (no `adapters_config`), and deleted it gives transformers' bound method, which cannot fail. That fixes
+    nothing (harmful would say Delete) and shows no job (Keep): Review, as for a base property that raises."""
+    method = "transformers.integrations.peft.PeftAdapterMixin.active_adapters"
+    raised = "error: AttributeError: 'EncoderDecoderModelWithAdapters' object has no attribute 'active_adapters'"
+    assert one_release("m:EncoderDecoder", ADAPTERS, reading(raised, method)) == AdviceKind.REVIEW
+    assert one_release("m:EncoderDecoder", ADAPTERS, reading(method, "error: ValueError: no adapter")) == (
+        AdviceKind.KEEP  # a method over a property that raises: deleting it, every reader gets the error
+    )
+
+
+def test_a_class_that_fails_in_every_probe_that_runs_it_is_not_kept_for_what_reading_it_gives():
+    """Reading an attribute does not run the class: where every probe that does failed alike on both sides, the
+    class could not run there, whatever `reading` saw (a property's value against a bound method)."""
+    method = "transformers.integrations.peft.PeftAdapterMixin.active_adapters"
+    crash = "error: RuntimeError: shapes do not match"
+    forward = Observation("forward_backward", "forward", crash, crash)
+    ran = Observation("forward_backward", "reached", [ADAPTERS], [], False)
+    observed = (forward, ran, reading("Stack[tiny]", method))
+    result = SubjectResult("m:Broken", (ADAPTERS,), observations=observed, probes=("forward_backward", "reading"))
+    assert decide(result).verdict == "fails as shipped"
+    judged = conclude_method(result, decide(result), ADAPTERS, {})
+    assert judged.kind == ConclusionKind.COULD_NOT_RUN
+    assert advise((OnRelease("transformers 4.57.6", judged),)).kind == AdviceKind.REVIEW
 
 
 def accessor(override, base) -> Observation:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
 from compat_matrix.cell.probes import ANY, CONFIG, MODEL, OTHER, TRAINER, probes_for, registry
-from compat_matrix.cell.probes.generic import calls_near, hook_looked_up, signature_gap, takes
+from compat_matrix.cell.probes.generic import calls_near, function_of, hook_looked_up, kind_of, signature_gap, takes
 from conftest import ROOT, catches
 
 README_ROW = re.compile(r"^\| `(\w+)` \| (.+?) \| (.+?) \|$", re.MULTILINE)
@@ -48,12 +49,12 @@ def test_probes_for_selects_by_kind_and_audited_method_and_probes_of_any_method_
     assert [p.name for p in probes_for(("forward",))] == generic
     assert probes_for(()) == []
     trainers = [p.name for p in probes_for(("compute_loss",), TRAINER)]
-    inspecting = ["transformers_calls", "signature", "reading"]  # they read the class (or an instance), whatever it is
+    reading = ["transformers_calls", "signature", "reading"]  # they read the class or an instance's attribute
     running = ["trainer_train", "trainer_accumulation", "trainer_evaluate", "trainer_evaluate_each", "trainer_predict"]
     running += ["trainer_save_model"]
     running.append("trainer_unused_columns")
     hooks = ["trainer_checkpoint_resume", "trainer_load_best_model", "trainer_log", "trainer_model_init"]
-    assert trainers == [*inspecting, *running, *hooks, "trainer_model_card"]
+    assert trainers == [*reading, *running, *hooks, "trainer_model_card"]
     assert probes_for(("anything",), CONFIG) == probes_for(("anything",), OTHER) == []
 
 
@@ -184,3 +185,29 @@ def test_a_hook_no_class_defines_is_looked_up_only_by_hasattr_with_its_exact_nam
     assert not hook_looked_up("_tie_weights", "module._tie_weights()  # a call, no lookup")
     assert not hook_looked_up("_tie_weights", 'hasattr(module, "_tie_weights_keys")')
     assert not hook_looked_up("_update_causal_mask", 'getattr(self, "_update_causal_mask", None)')
+
+
+def test_what_an_attribute_is_to_its_readers():
+    """`reading` compares a property (a cached one too) with a method; values are left to the other probes."""
+
+    class Plain:
+        limit = 3
+
+        def method(self):
+            return 1
+
+        @property
+        def prop(self):
+            return 2
+
+        @functools.cached_property
+        def cached(self):
+            return 3
+
+        @classmethod
+        def made(cls):
+            return cls
+
+    kinds = {name: kind_of(vars(Plain)[name]) for name in ("limit", "method", "prop", "cached", "made")}
+    assert kinds == {"limit": None, "method": "method", "prop": "property", "cached": "property", "made": "method"}
+    assert function_of(vars(Plain)["cached"]) is None  # read as a value: no signature to compare

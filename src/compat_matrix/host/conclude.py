@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from compat_matrix.host.collect import SubjectRow
-from compat_matrix.host.verdict import INSPECTS, Judged, Verdict
+from compat_matrix.host.verdict import INSPECTS, READS, Judged, Verdict
 from compat_matrix.shared import evidence
 from compat_matrix.shared.results import Observation, SubjectResult, failure_in
 from compat_matrix.shared.vocabulary import ConclusionKind, ObservationName, VerdictKind
@@ -158,7 +158,12 @@ def error_of(observation: Observation, value: Any) -> str | None:
 
 
 def contrast(observation: Observation, title: str) -> Contrast:
+    """Harmful where only the class as shipped errors, needed where only the base does, else behaves differently;
+    always behaves differently in a probe that reads an attribute (READS): a getter that raises there is no error of
+    the class's, and the class as shipped does not run there (`shipped_works`)."""
     on_override, on_base = error_of(observation, observation.override), error_of(observation, observation.base)
+    if observation.probe in READS:
+        return Contrast(DIFFERENTLY, observation, title)
     if on_override and not on_base:
         return Contrast(HARMFUL, observation, title, on_override)
     if on_base and not on_override:

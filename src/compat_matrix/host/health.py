@@ -26,7 +26,7 @@ from enum import StrEnum
 
 from compat_matrix.host.conclude import Concluded
 from compat_matrix.host.releases import early_label
-from compat_matrix.host.verdict import INSPECTS
+from compat_matrix.host.verdict import QUIET
 from compat_matrix.host.wording import MARKDOWN, Style, listed, name_of_subject, versions_text
 from compat_matrix.shared import evidence
 from compat_matrix.shared.results import OK, SubjectResult, failure_in, one_line
@@ -137,7 +137,7 @@ def _of_row(row: Concluded) -> Breakage | None:
         return Breakage(target, Stage.RUN, _error(why), (row.label,), (why,), result.status, kind)
     built = _built_error(result)
     if verdict.verdict == Status.FAILS_AS_SHIPPED:
-        error = _error(built or evidence.broken_as_shipped(result, INSPECTS) or verdict.reason)
+        error = _error(built or evidence.broken_as_shipped(result, QUIET) or verdict.reason)
         stage = Stage.BUILD if built else Stage.RUN
         return Breakage(target, stage, error, (row.label,), (why,), Status.FAILS_AS_SHIPPED, kind)
     if built is not None:  # building it as shipped raised, and something ran: an override breaks construction, say

@@ -29,6 +29,8 @@ OK = Status.OK
 SAME, DIFFERS = VerdictKind.SAME, VerdictKind.DIFFERS
 REACHED, ERROR, WARNINGS = ObservationName.REACHED, ObservationName.ERROR, ObservationName.WARNINGS
 INSPECTS = frozenset(name for name, p in registry().items() if p.inspects)  # probes that read the class, not run it
+READS = frozenset(name for name, p in registry().items() if p.reads)  # probes that read an instance's attribute
+QUIET = INSPECTS | READS  # probes that cannot show that the class runs: a class may fail in all the others
 FAMILIES = (None, "model", "trainer")  # subject kinds with probes of their own (compat_matrix.probes); None: unknown
 
 
@@ -64,7 +66,7 @@ def decide(subject: SubjectResult, cell: CellResult | None = None) -> Verdict:
         return Verdict(VerdictKind.NO_PROBE, f"no probe family covers a subject of this kind ({subject.kind})")
     if not subject.probes:
         return Verdict(VerdictKind.NO_PROBE, f"no probe exercises {_names(subject.methods)}")
-    broken = evidence.broken_as_shipped(subject, INSPECTS)
+    broken = evidence.broken_as_shipped(subject, QUIET)
     if broken is not None:
         return Verdict(
             Status.FAILS_AS_SHIPPED, f"every probe that runs it fails, with its overrides and without: {broken}"

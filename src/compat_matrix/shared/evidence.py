@@ -149,8 +149,9 @@ def empty_handed(observations: dict[str, Observation], partly: bool = False) -> 
 
 def broken_as_shipped(subject: SubjectResult, inspects: frozenset[str]) -> str | None:
     """The error of a class that cannot run at all: every probe that runs it (not those in `inspects`, which only
-    read the class) failed as shipped and with the audited names deleted, whatever the errors; None otherwise. Such
-    a class is not a source of differences: it could not run there (the error as shipped says why)."""
+    read the class or an attribute of an instance) failed as shipped and with the audited names deleted, whatever
+    the errors; None otherwise. Such a class is not a source of differences: it could not run there (the error as
+    shipped says why)."""
     errors = []
     for probe, observations in by_probe(subject.observations).items():
         if probe in inspects:

@@ -77,6 +77,10 @@ class Probe:
     # Whether it reads the class rather than runs it (signatures, call sites): what it sees differ is what some call
     # would do, which the probes that run the code observe themselves.
     inspects: bool = False
+    # Whether it reads what an instance gives for a name rather than running the class (a property's value against
+    # a bound method): a difference there is behaviour (every reader gets something else), never an error of the
+    # class's own (no harmful, no needed), and it cannot show that the class runs.
+    reads: bool = False
     # The observations that hold the audited API's contract: what any correct override gives as the base does (the
     # layers a checkpointing switch turns on, a reload that keeps every tensor, a resume that ends where an
     # uninterrupted run does). Where one differs, the override breaks it; elsewhere a difference may be what the
@@ -118,6 +122,7 @@ def probe(
     inspects: bool = False,
     contract: tuple[str, ...] = (),
     plain: str = "",
+    reads: bool = False,
 ) -> Callable[[Callable[[Build], Values]], Callable[[Build], Values]]:
     """Register a probe under its function's name: it exercises the named methods; the observations named in
     `carries` (default: all) decide its verdict, those in `informs` are only shown, and those in `contract` (or
@@ -144,6 +149,7 @@ def probe(
             title_,
             tuple(kinds),
             inspects,
+            reads,
             contract,
             plain or title_,
         )

@@ -37,14 +37,30 @@ def function_of(attribute: Any) -> Any:
         attribute = attribute.value
     if isinstance(attribute, (classmethod, staticmethod)):
         return attribute.__func__
+    if isinstance(attribute, functools.cached_property):
+        return None  # read as a value, like a property
     return attribute if inspect.isfunction(attribute) or inspect.ismethoddescriptor(attribute) else None
 
 
+def kind_of(attribute: Any) -> str | None:
+    """What a class attribute is to its readers: a `property` (a cached one too), a `method` (a function,
+    classmethod or staticmethod), or None for anything else (a value)."""
+    if isinstance(attribute, (property, functools.cached_property)):
+        return "property"
+    return "method" if function_of(attribute) is not None else None
+
+
+def base_attribute(cls: type, name: str) -> Any:
+    """What `name` is with the subject's own deleted: the attribute of the nearest class after the one it is deleted
+    from (the subject, or the library's class it inherits it from) in its MRO that defines it; None where none does
+    (an orphaned override)."""
+    return vars(base_of(cls, name) or object).get(name)
+
+
 def base_function(cls: type, name: str) -> Any:
-    """The function that runs for `name` with the subject's own deleted: that of the nearest class after the one it
-    is deleted from (the subject, or the library's class it inherits it from) in its MRO that defines it; None where
-    none does (an orphaned override) or it is not a function."""
-    return function_of(vars(base_of(cls, name) or object).get(name))
+    """The function that runs for `name` with the subject's own deleted (base_attribute); None where it is not a
+    function."""
+    return function_of(base_attribute(cls, name))
 
 
 def parameters(function: Any) -> dict[str, inspect.Parameter]:

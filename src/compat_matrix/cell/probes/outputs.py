@@ -17,7 +17,7 @@ from typing import Any
 from compat_matrix.cell import variants
 from compat_matrix.cell.probes import ANY, CONTRACT, MODEL, TRAINER, Build, Inconclusive, Values, probe
 from compat_matrix.cell.probes.common import attempt, batch, failed, images, jsonable
-from compat_matrix.cell.probes.generic import accepts, base_function, function_of, parameters
+from compat_matrix.cell.probes.generic import accepts, base_attribute, base_function, kind_of, parameters
 from compat_matrix.shared.results import failure
 
 DIGITS = 4  # significant digits of a float in a summary: the tolerance of value comparisons
@@ -224,9 +224,10 @@ def state_survived(saved: Any, loaded: Any) -> bool | Values:
 @probe(exercises=ANY, title="called with no arguments", plain="calling it with no arguments", contract=CONTRACT)
 def no_arguments(build: Build) -> Values:
     """Per audited method that the base implementation lets be called with no arguments (accessors such as
-    `get_input_embeddings`, switches, `tie_weights`): what a call on a fresh instance returns (a module by its
-    path inside the instance, and whether the forward pass uses it), or the error. Warnings it raises (a
-    deprecation naming a replacement) are recorded like every probe's."""
+    `get_input_embeddings`, switches, `tie_weights`; not one shipped as a property, which is read: `reading`):
+    what a call on a fresh instance returns (a module by its path inside the instance, and whether the forward pass
+    uses it), or the error. Warnings it raises (a deprecation naming a replacement) are recorded like every
+    probe's."""
     values: Values = {}
     for name in build.methods:
         base = base_function(build.cls, name)
@@ -247,36 +248,31 @@ def no_arguments(build: Build) -> Values:
     return values
 
 
-def kind_of(attribute: Any) -> str | None:
-    """What a class attribute is to its readers: a `property`, a `method` (a function, classmethod or
-    staticmethod), or None for anything else (a value)."""
-    if isinstance(attribute, property):
-        return "property"
-    return "method" if function_of(attribute) is not None else None
-
-
 def read_value(build: Build, instance: Any, value: Any) -> Any:
-    """What reading an attribute gave, as an observation: a module or tensor as `returned` says it, a method by
-    its qualified name (`transformers.integrations.peft.PeftAdapterMixin.active_adapters`), anything else by its
-    repr (`Stack[tiny]`)."""
+    """What reading an attribute gave, as an observation: of a model, a module or tensor as `returned` says it;
+    a method by its qualified name (`transformers.integrations.peft.PeftAdapterMixin.active_adapters`), anything
+    else by its repr (`Stack[tiny]`)."""
     import torch
 
-    if isinstance(value, (torch.nn.Module, torch.Tensor)):
+    if isinstance(instance, torch.nn.Module) and isinstance(value, (torch.nn.Module, torch.Tensor)):
         return returned(build, instance, value)
     return jsonable(value)
 
 
-@probe(exercises=ANY, title="read on an instance", plain="reading it on an instance", kinds=(MODEL, TRAINER))
+@probe(
+    exercises=ANY, title="read on an instance", plain="reading it on an instance", kinds=(MODEL, TRAINER), reads=True
+)
 def reading(build: Build) -> Values:
     """Per audited name that the subject ships as a property where the base implementation is a method, or the
     reverse (adapters' `active_adapters`, a property over transformers' method): what reading it on a fresh instance
     gives, or the error. With the override deleted every reader of the name gets something else (a bound method
-    for a value); the probes that call it see only that a value cannot be called. Names of one kind on both sides
-    are not read here: the other probes call them."""
+    for a value), which is what the override changes; a getter that raises on a fresh instance is no error of the
+    class's (`reads`: never harmful or needed, and the class as shipped does not run here). Names of one kind on both
+    sides are not read here: the other probes call them."""
     values: Values = {}
     for name in build.methods:
         ours = kind_of(variants.shipped(build.cls, name))
-        theirs = kind_of(vars(variants.base_of(build.cls, name) or object).get(name))
+        theirs = kind_of(base_attribute(build.cls, name))
         if ours is None or theirs is None or ours == theirs:
             continue
         instance = build()

@@ -155,9 +155,10 @@ class AdaptersAsProperty(LlamaForCausalLM):
 
 
 class CountsParametersAsProperty(LlamaForCausalLM):
-    """`num_parameters` as a property: the Trainer counts each step's floating-point operations with
-    `model.num_parameters(exclude_embeddings=True)`, which an int cannot take, so a Trainer step raises
-    `TypeError: 'int' object is not callable` as shipped. Reading it differs too; it must not read Keep."""
+    """`num_parameters` as a property: the Trainer counts each step's floating-point operations through
+    `model.floating_point_ops(inputs)` (or directly, on newer releases), which calls
+    `num_parameters(exclude_embeddings=True)`: an int cannot take the call, so a Trainer step raises `TypeError:
+    'int' object is not callable` as shipped. Reading it differs too; it must not read Keep."""
 
     @property
     def num_parameters(self):
