@@ -337,3 +337,32 @@ def test_a_line_for_classes_whose_cell_could_not_run_reads_whole_and_has_no_empt
     assert first_screen._broke(built, "", False, wording.PLAIN) == (
         "its class cannot be built (said at the top): write a factory whose dataset has a chosen column"
     )
+
+
+def test_a_name_no_release_before_some_defines_reads_why_it_is_not_deleted_and_such_rows_share_a_line():
+    """trl's `loss_is_scaled_for_ga` on DPOTrainer: redundant where transformers reads it (5.19 on), and no class
+    of transformers defines it before, so deleting it never ran there. The grid's reason says so (not "review it"),
+    and on a grouped screen the rows are one line."""
+    from compat_matrix.host.advice import advise
+    from compat_matrix.host.conclude import Conclusion, OnRelease
+    from compat_matrix.host.overrides import OverrideConclusions
+    from compat_matrix.shared.vocabulary import ConclusionKind
+
+    untested = Conclusion(ConclusionKind.ORPHANED, why="no class of transformers defines it", untested=True)
+    order = ["transformers 5.24.0", "transformers 5.19.0", "transformers 4.57.6", "transformers 4.56.2"]
+    kinds = (Conclusion(ConclusionKind.REDUNDANT),) * 2 + (untested,) * 2
+    by_release = tuple(OnRelease(label, c) for label, c in zip(order, kinds, strict=True))
+    flag = OverrideConclusions("trl:DPOTrainer", "loss_is_scaled_for_ga", by_release, advise(by_release))
+    assert flag.advice.kind == AdviceKind.REVIEW and flag.untested == ("transformers 4.56.2", "transformers 4.57.6")
+    assert wording.reason(flag, order) == (
+        "redundant on 5.19.0, 5.24.0, but no class of transformers defines it on 4.56.2, 4.57.6, where deleting it"
+        " never ran: delete it if nothing of yours reads it there"
+    )
+    cause = first_screen.cause_of(flag, {})
+    assert cause == first_screen.Cause(first_screen.CauseKind.UNAUDITED, releases=flag.untested)
+    group = first_screen.Group(AdviceKind.REVIEW, (flag, replace(flag, target="trl:KTOTrainer")), cause)
+    assert first_screen.line(group, order, several=True) == (
+        "**Review** `DPOTrainer`, `KTOTrainer`: 2 overrides change nothing where they ran, but no class of"
+        " transformers defines them on 4.56.2, 4.57.6, where deleting them never ran: delete them if nothing of"
+        " yours reads them there"
+    )

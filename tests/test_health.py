@@ -142,3 +142,22 @@ def test_a_class_whose_init_weights_raises_as_shipped_cannot_be_built_and_the_ti
     assert found.error == "init_weights(): " + error.removeprefix("error: ")
     screen = render.markdown(report).split("<details>", 1)[0]  # the library's title names two: it is a line below
     assert "`LegacyLM` cannot be built on transformers 5.24.0 (init\\_weights(): TypeError: tie" in screen
+
+
+def test_one_long_error_cut_after_each_class_name_is_said_once_for_the_classes():
+    """trl's AsyncGRPOTrainer and AsyncDistillationTrainer: the same OSError with the model's repr in it, each
+    reason cut by the cell after its own class name, so at another place. Cut alike here, it is one line."""
+    spec, results = library()
+    unbuilt = {target("SFTTrainer"), target("OnlineDPOTrainer")}
+    error = "OSError: Repo id must use alphanumeric chars: 'LlamaForCausalLM( (model): LlamaModel(" + " (layer)" * 60
+
+    def repo_id(s: SubjectResult) -> SubjectResult:
+        if s.target not in unbuilt:
+            return s
+        said = f"could not build {s.target.split(':')[1]}: {error}"
+        return SubjectResult(s.target, s.methods, "could-not-build", said[:300] + "…")
+
+    text = render.markdown(make_report(spec, on(results, NEWEST, repo_id)))
+    (line,) = [row for row in text.splitlines() if "Repo id must use" in row]
+    assert "`SFTTrainer` and `OnlineDPOTrainer` cannot be built on transformers 5.24.0 (OSError: Repo id" in line, line
+    assert len(line) < health.ERROR_KEPT + 200

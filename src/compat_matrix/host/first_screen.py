@@ -22,7 +22,7 @@ from compat_matrix.host.grid import Grid
 from compat_matrix.host.health import AT_THE_TOP, PHRASES, Breakage, Statement, next_step
 from compat_matrix.host.overrides import OverrideConclusions
 from compat_matrix.host.verdict import INSPECTS
-from compat_matrix.host.wording import MARKDOWN, Style, name_of, name_of_subject, versions_text
+from compat_matrix.host.wording import MARKDOWN, Style, name_of, name_of_subject, unaudited, versions_text
 from compat_matrix.shared.evidence import UNSEEN
 from compat_matrix.shared.vocabulary import AdviceKind
 
@@ -37,6 +37,7 @@ class CauseKind(StrEnum):
     CAVEAT = "caveat"  # the conclusions say Delete, on stand-ins or a model with nothing in it
     DIFFERS = "differs"  # it behaves differently where the class as shipped fails too, or only beside the others
     UNKNOWN = "not established"  # inconclusive somewhere: what the probes did not reach
+    UNAUDITED = "not audited"  # deleting it changes nothing where it ran; no class of transformers defines it elsewhere
     UNTESTED = "could not run"  # somewhere, and deleting it changes nothing where it ran
 
 
@@ -137,6 +138,8 @@ def cause_of(override: OverrideConclusions, broken: Mapping[str, Breakage]) -> C
     if advice.on(COULD_NOT_RUN) and ran <= {REDUNDANT, HARMFUL, ORPHANED}:
         where = tuple(reversed(advice.on(COULD_NOT_RUN)))
         return Cause(CauseKind.UNTESTED, "" if said else newest_why or "", where, said)
+    if override.untested and ran <= {REDUNDANT, HARMFUL, ORPHANED}:
+        return Cause(CauseKind.UNAUDITED, releases=override.untested)
     return None
 
 
@@ -238,6 +241,10 @@ def line(group: Group, order: Sequence[str], several: bool, style: Style = MARKD
         )
     elif cause.kind == CauseKind.UNKNOWN:
         said = f"not established: {_not_established(cause.detail, one, style)}"
+    elif cause.kind == CauseKind.UNAUDITED:
+        said = f"{'changes' if one else 'change'} nothing where {'it' if one else 'they'} ran, " + (
+            unaudited(cause.releases, order, one)
+        )
     else:
         where = versions_text(cause.releases, order)
         said = f"could not run on {where}, {_broke(cause.breakage, cause.detail, several_classes, style)}"

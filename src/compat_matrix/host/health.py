@@ -97,8 +97,15 @@ def why_of(status: str, reason: str | None) -> str:
     return f"{status}: {reason}" if reason else status
 
 
+ERROR_KEPT = 240  # characters of an error a breakage keeps: past them, errors that begin alike read alike
+
+
 def _error(text: str | None) -> str:
-    return short_paths(one_line(text or ""))
+    """One line, environment paths shortened, cut to ERROR_KEPT characters: a cell cuts each class's reason after
+    its own name (`could not build AsyncGRPOTrainer: …`), so the same long error (a model's repr in it) would
+    otherwise end at another place for each class and never be said once for all of them."""
+    error = short_paths(one_line(text or "")).removesuffix("…")
+    return error if len(error) <= ERROR_KEPT else error[: ERROR_KEPT - 1] + "…"
 
 
 def _built_error(subject: SubjectResult) -> str | None:

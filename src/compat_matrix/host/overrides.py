@@ -58,6 +58,12 @@ class OverrideConclusions:
         return tuple(reversed(self.by_release))
 
     @property
+    def untested(self) -> tuple[str, ...]:
+        """The releases (oldest first) where no class of transformers defines what it overrides, so that deleting
+        it never ran there (trl's `loss_is_scaled_for_ga` before 5.19: the library's own code may read it)."""
+        return tuple(label for label, c in self.oldest_first if c.untested)
+
+    @property
     def changes(self) -> tuple[str | None, str | None]:
         """(first_changed, last_same) over the releases that ran, oldest first: the first release whose conclusion
         is not the oldest's, and the release before it (where none changes: None, and the newest). Releases where

@@ -222,7 +222,7 @@ def context_lines(report: Report) -> list[str]:
         for check in checks:
             alike.setdefault(wording.range_line(check), []).append(target)
     for line, targets in alike.items():
-        whose = f" ({', '.join(wording.name_of_subject(t) for t in targets)})" if report.grid.several else ""
+        whose = f" ({screens.classes(targets)})" if report.grid.several else ""
         out.append(f"**Declared range**{whose}: {inline(line)}")
     return [part for line in out for part in (line, "")]
 

@@ -29,6 +29,7 @@ from compat_matrix.host.wording.screen import (
     reason,
     stopped,
     title,
+    unaudited,
 )
 from compat_matrix.host.wording.sentences import (
     Summary,
@@ -84,6 +85,7 @@ __all__ = [
     "summarize",
     "title",
     "told_nothing",
+    "unaudited",
     "versions_text",
     "what_differs",
 ]

@@ -212,6 +212,9 @@ def reason(
     if advice.on(COULD_NOT_RUN) and ran <= {REDUNDANT, HARMFUL, ORPHANED}:
         kinds = [f"{k} on {on(k)}" for k in (REDUNDANT, HARMFUL, ORPHANED) if advice.on(k)]
         return f"{'; '.join(kinds)}, but it could not run on {on(COULD_NOT_RUN)}: delete it once it runs there"
+    if override.untested and ran <= {REDUNDANT, HARMFUL, ORPHANED}:
+        kinds = [f"{k} on {on(k)}" for k in (REDUNDANT, HARMFUL) if advice.on(k)]
+        return f"{'; '.join(kinds)}, {unaudited(override.untested, order)}"
     said = []
     if advice.on(HARMFUL) and advice.on(NEEDED):
         said.append(f"harmful on {on(HARMFUL)}, needed on {on(NEEDED)}")
@@ -229,6 +232,16 @@ def reason(
     if advice.on(UNKNOWN):
         said.append(f"not established on {on(UNKNOWN)}")
     return "; ".join(said) or "review it"
+
+
+def unaudited(releases: Sequence[str], order: Sequence[str], one: bool = True) -> str:
+    """Why a name that changes nothing where it ran is not Delete: the releases that define it nowhere never ran
+    without it (`releases`, oldest first)."""
+    it = "it" if one else "them"
+    return (
+        f"but no class of transformers defines {it} on {versions_text(releases, order, axis=False)}, where deleting"
+        f" {it} never ran: delete {it} if nothing of yours reads {it} there"
+    )
 
 
 def fix_text(override: OverrideConclusions, order: Sequence[str], style: Style = MARKDOWN) -> str:
