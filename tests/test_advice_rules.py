@@ -238,8 +238,7 @@ def test_a_property_that_reads_otherwise_than_the_base_method_does_its_job_unles
     class as shipped runs: Keep. `num_parameters` as a property reads otherwise too, but the Trainer's step calls
     `model.num_parameters(exclude_embeddings=True)` and raises as shipped: not Keep."""
     calls = Observation("transformers_calls", "active_adapters", None, {"calls": 2, "cannot_take": []})
-    method = "transformers.integrations.peft.PeftAdapterMixin.active_adapters"
-    assert one_release("m:BertAdapterModel", ADAPTERS, calls, reading("Stack[tiny]", method)) == AdviceKind.KEEP
+    assert one_release("m:BertAdapterModel", ADAPTERS, calls, reading("Stack[tiny]", PEFT_METHOD)) == AdviceKind.KEEP
     counted = Observation(
         "reading", "num_parameters", 4096, "transformers.modeling_utils.ModuleUtilsMixin.num_parameters"
     )
@@ -249,6 +248,7 @@ def test_a_property_that_reads_otherwise_than_the_base_method_does_its_job_unles
 
 
 ADAPTERS = "active_adapters"
+PEFT_METHOD = "transformers.integrations.peft.PeftAdapterMixin.active_adapters"  # what reading it gives deleted
 
 
 def reading(override, base) -> Observation:
@@ -259,10 +259,9 @@ def test_a_getter_that_raises_on_a_fresh_instance_is_neither_harmful_nor_a_job()
     """adapters' EncoderDecoderModelWithAdapters, built with no adapter set up: reading `active_adapters` raises as
     shipped (no `adapters_config`), and deleted it gives transformers' bound method, which cannot fail. That fixes
     nothing (harmful would say Delete) and shows no job (Keep): Review, as for a base property that raises."""
-    method = "transformers.integrations.peft.PeftAdapterMixin.active_adapters"
     raised = "error: AttributeError: 'EncoderDecoderModelWithAdapters' object has no attribute 'active_adapters'"
-    assert one_release("m:EncoderDecoder", ADAPTERS, reading(raised, method)) == AdviceKind.REVIEW
-    assert one_release("m:EncoderDecoder", ADAPTERS, reading(method, "error: ValueError: no adapter")) == (
+    assert one_release("m:EncoderDecoder", ADAPTERS, reading(raised, PEFT_METHOD)) == AdviceKind.REVIEW
+    assert one_release("m:EncoderDecoder", ADAPTERS, reading(PEFT_METHOD, "error: ValueError: no adapter")) == (
         AdviceKind.KEEP  # a method over a property that raises: deleting it, every reader gets the error
     )
 
@@ -270,11 +269,10 @@ def test_a_getter_that_raises_on_a_fresh_instance_is_neither_harmful_nor_a_job()
 def test_a_class_that_fails_in_every_probe_that_runs_it_is_not_kept_for_what_reading_it_gives():
     """Reading an attribute does not run the class: where every probe that does failed alike on both sides, the
     class could not run there, whatever `reading` saw (a property's value against a bound method)."""
-    method = "transformers.integrations.peft.PeftAdapterMixin.active_adapters"
     crash = "error: RuntimeError: shapes do not match"
     forward = Observation("forward_backward", "forward", crash, crash)
     ran = Observation("forward_backward", "reached", [ADAPTERS], [], False)
-    observed = (forward, ran, reading("Stack[tiny]", method))
+    observed = (forward, ran, reading("Stack[tiny]", PEFT_METHOD))
     result = SubjectResult("m:Broken", (ADAPTERS,), observations=observed, probes=("forward_backward", "reading"))
     assert decide(result).verdict == "fails as shipped"
     judged = conclude_method(result, decide(result), ADAPTERS, {})
