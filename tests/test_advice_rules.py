@@ -488,3 +488,56 @@ def test_a_name_orphaned_where_the_release_did_not_audit_it_is_no_delete():
     harmful = Conclusion(ConclusionKind.HARMFUL)
     assert advise([("5.24.0", harmful), ("4.56.2", untested)]).kind == AdviceKind.REVIEW
     assert advise([("5.24.0", harmful), ("4.56.2", tested)]).kind == AdviceKind.DELETE
+
+
+def test_a_step_one_side_never_reached_is_no_difference_and_the_build_it_needs_is_kept():
+    """granite-tsfm's `config_class`: as shipped the class builds and its `init_weights` raises; without it the class
+    cannot be built, so it never called `init_weights`. That error is no harm of the override's: it is needed."""
+    unbuilt = "error: CouldNotBuild: could not build C: its config_class is None, not a config class; write a factory"
+    init = "error: AttributeError: 'C' object has no attribute 'all_tied_weights_keys'"
+    built = Observation("build_and_init", "built", "parameters=0", unbuilt)
+    after = Observation("build_and_init", "init_weights", init, None)
+    result = SubjectResult("m:C", ("config_class",), observations=(built, after), probes=("build_and_init",))
+    judged = conclude_method(result, decide(result), "config_class", {})
+    assert judged.kind == ConclusionKind.NEEDED and [c.observation.name for c in judged.contrasts] == ["built"]
+    # a step both sides reached still counts: with the base built, the error as shipped is the override's harm
+    reached = replace(result, observations=(replace(built, base="parameters=0"), replace(after, base="ok")))
+    assert conclude_method(reached, decide(reached), "config_class", {}).kind == ConclusionKind.HARMFUL
+
+
+def coupled_step(keeps: bool) -> Conclusion:
+    """gliner's `training_step` beside its `compute_loss`: deleted alone, the accumulated step is (`keeps`: no
+    longer) one batch of both; deleted with the other override, nothing differs."""
+    step, loss = "training_step", "compute_loss"
+    whole = Observation(
+        "trainer_accumulation", "as_one_batch", keeps, keeps, without=((step, not keeps), (loss, not keeps))
+    )
+    ran = Observation("trainer_accumulation", "reached", [step, loss], [step, loss], False, ((step, [loss]),))
+    result = SubjectResult("m:T", (step, loss), observations=(whole, ran), probes=("trainer_accumulation",))
+    return conclude_method(result, decide(result), step, {})
+
+
+def test_an_override_that_keeps_a_contract_only_beside_the_others_is_kept_and_says_so():
+    kept = coupled_step(keeps=True)
+    assert kept.coupled and kept.keeps_alone and kept.does_its_job
+    override = OverrideConclusions("m:T", "training_step", (OnRelease("5.16.1", kept),), advise([("5.16.1", kept)]))
+    assert override.advice.kind == AdviceKind.KEEP
+    assert reason(override).endswith("(deleting it with the other overrides changes nothing on 5.16.1)")
+    broken = coupled_step(keeps=False)  # as shipped it halves the step; deleted alone, it is whole
+    assert broken.coupled and not broken.keeps_alone and advise([("5.16.1", broken)]).kind == AdviceKind.REVIEW
+
+
+def test_keep_where_it_does_its_job_on_some_releases_and_elsewhere_changes_nothing_or_is_not_established():
+    job = over(cell(broken=False)).by_release[0].conclusion
+    same, unknown = Conclusion(ConclusionKind.REDUNDANT), Conclusion(ConclusionKind.UNKNOWN, why="never ran")
+    rows = [("5.2.0", same), ("5.1.0", job), ("5.0.0", unknown)]
+    override = OverrideConclusions("m:ValueHeadLM", TIE, tuple(OnRelease(*r) for r in rows), advise(rows))
+    assert override.advice.kind == AdviceKind.KEEP
+    assert reason(override) == (
+        "it does its job: deleting it changes build and init on 5.1.0; changes nothing on 5.2.0;"
+        " not established on 5.0.0"
+    )
+    # not where it breaks a release, nor where what differs elsewhere is no job it does
+    broken = over(cell(broken=False, works=False)).by_release[0].conclusion
+    assert advise([("5.2.0", broken), ("5.1.0", job), ("5.0.0", unknown)]).kind == AdviceKind.REVIEW
+    assert advise([("5.2.0", same), ("5.1.0", unknown)]).kind == AdviceKind.REVIEW

@@ -126,7 +126,8 @@ def test_the_recommendation_follows_the_conclusions_on_every_version():
     )
     assert said.recommendation == (
         "Delete `switch_on`: safe on every tested version and fixes transformers 5.2.0. "
-        "Keep `switch_off`: needed on transformers 5.1.0."
+        "Keep `switch_off`: needed on transformers 5.1.0; redundant on transformers 5.0.0, inconclusive on"
+        " transformers 5.2.0."
     )
     assert said.deprecations == ("`switch_on` deprecated in transformers 5.2.0 in favour of `turn_on`",)
     assert said.lines[0].startswith("`switch_on`: **harmful** on transformers 5.2.0: with the override, Trainer step")

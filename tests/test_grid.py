@@ -50,7 +50,7 @@ def test_rows_go_harmful_port_review_keep_delete_and_columns_join_releases_that_
     overrides = [
         override("deleted", R, R, R),
         override("kept", N, N, N),
-        override("reviewed", R, D, D),
+        override("reviewed", R, U, R),
         override("ported", N, ORPHANED, ORPHANED),
         override("broken", R, R, H),
         override("kept_but_broken", N, N, H),
@@ -75,7 +75,7 @@ def test_rows_go_harmful_port_review_keep_delete_and_columns_join_releases_that_
         ([(N, N, N)], "C: keep `a`"),
         ([(R, R, R), (R, R, H)], "C: delete both overrides"),
         ([(N, N, N), (N, N, N), (N, N, N)], "C: keep all 3 overrides"),
-        ([(R, R, R), (N, N, N), (R, D, R)], "C: delete 1 and review 1 of 3 overrides"),
+        ([(R, R, R), (N, N, N), (R, U, R)], "C: delete 1 and review 1 of 3 overrides"),
         ([(C, C, C), (C, C, C)], "C: nothing ran"),
         ([], "C: nothing audited"),
     ],

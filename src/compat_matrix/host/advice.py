@@ -2,7 +2,8 @@
 conclude): Port where a release orphaned it after one where it did something (what it provided is gone there;
 releases older than those that read it are left out of the advice); Fix where it breaks only where
 transformers passes it what it cannot take and does its job elsewhere; Keep where any release needs it (and it is
-harmful on none), or it does its job wherever it ran; Delete where every release is redundant or harmful (deleting
+harmful on none), or it does its job wherever it behaves differently (and elsewhere changes nothing or is not
+established); Delete where every release is redundant or harmful (deleting
 fixes the harmful ones) and every tested release ran; otherwise Review. A new advice is one member of
 vocabulary.AdviceKind and its rule in `advise`. Fix also where it breaks a release only where transformers passes it
 what it cannot take, the change was verified there and deleting it fails there too (so Delete is no way out), and
@@ -13,7 +14,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from compat_matrix.host.conclude import COULD_NOT_RUN, DIFFERENTLY, HARMFUL, NEEDED, ORPHANED, REDUNDANT, Conclusion
+from compat_matrix.host.conclude import (
+    COULD_NOT_RUN,
+    DIFFERENTLY,
+    HARMFUL,
+    NEEDED,
+    ORPHANED,
+    REDUNDANT,
+    UNKNOWN,
+    Conclusion,
+)
 from compat_matrix.host.releases import early_label
 from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind
 
@@ -79,9 +89,15 @@ def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
         return Advice(AdviceKind.KEEP, releases)
     if ran <= {REDUNDANT, HARMFUL}:
         return Advice(AdviceKind.DELETE if everywhere else AdviceKind.REVIEW, releases)
-    if ran <= {NEEDED, DIFFERENTLY} and all(c.does_its_job for _, c in rows if c.kind == DIFFERENTLY):
-        return Advice(AdviceKind.KEEP, releases)  # it does its job wherever it ran: deleting it changes that
+    if DIFFERENTLY in ran and ran <= {NEEDED, DIFFERENTLY, REDUNDANT, UNKNOWN} and _does_its_job(rows):
+        return Advice(AdviceKind.KEEP, releases)  # deleting it loses what it does where it does it
     return Advice(AdviceKind.REVIEW, releases)
+
+
+def _does_its_job(rows: Sequence[tuple[str, Conclusion]]) -> bool:
+    """Whether it does its job wherever it behaves differently: there deleting it loses what it does, whatever a
+    release where it changes nothing or where the probes could not establish it says (as a release that needs it)."""
+    return all(c.does_its_job for _, c in rows if c.kind == DIFFERENTLY)
 
 
 def _broken(conclusion: Conclusion) -> bool:

@@ -104,12 +104,19 @@ class Conclusion:
 
     @property
     def does_its_job(self) -> bool:
-        """Behaves differently on its own (not only beside the other overrides), in what the class does when it runs
-        (not only in what a probe that reads the class saw: a signature, transformers' calls), and the class as
-        shipped ran and kept every contract the probes check: what differs may be what the override is for."""
+        """Behaves differently in what the class does when it runs (not only in what a probe that reads the class
+        saw: a signature, transformers' calls), and the class as shipped ran and kept every contract the probes
+        check: what differs may be what the override is for. Beside the other overrides only (coupled) where
+        deleting it alone loses a contract the class as shipped keeps (`keeps_alone`): gliner's `training_step`,
+        without which two accumulated batches no longer equal one of both."""
         read_only = bool(self.contrasts) and all(c.observation.probe in INSPECTS for c in self.contrasts)
-        works = self.shipped_works and not self.coupled and not self.breaks
+        works = self.shipped_works and (not self.coupled or self.keeps_alone) and not self.breaks
         return self.kind == DIFFERENTLY and not read_only and works
+
+    @property
+    def keeps_alone(self) -> bool:
+        """Whether deleting it alone loses what the class as shipped keeps of a contract (keeps_contract)."""
+        return any(keeps_contract(c.observation) for c in self.contrasts)
 
 
 ACCESSORS, LOGGED = "no_arguments", ("trainer_log", "keys")  # the probes whose contract an override may exceed

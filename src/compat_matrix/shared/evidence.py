@@ -241,7 +241,10 @@ def differing(pairs: Iterable[Observation]) -> tuple[Observation, ...]:
     side (its `error`): a value that errors as shipped where the probe raised before it without the override (the
     class as shipped cannot generate; without the override it cannot be built) is two different errors in one
     probe, and says only that the class cannot run it either way. Values both sides gave still count there, and
-    so do the failures of a probe that ran to its end on both sides (one call each of several, each on its own)."""
+    so do the failures of a probe that ran to its end on both sides (one call each of several, each on its own).
+    Nor a step that failed on one side where the other side has no value for it, because it failed at an earlier
+    step of the same probe (never_got_there): granite-tsfm's `init_weights` raising as shipped, where without
+    `config_class` the class could not be built to call it."""
     pairs = tuple(pairs)
     failed = {
         (o.probe, side, o.name == ERROR)
@@ -253,7 +256,20 @@ def differing(pairs: Iterable[Observation]) -> tuple[Observation, ...]:
     sides = {(probe, side) for probe, side, _ in failed}
     both = {probe for probe, side, raised in failed if raised and (probe, 1 - side) in sides}
     return tuple(
-        o for o in pairs if counts(o) and not (o.probe in both and (_failed(o, o.override) or _failed(o, o.base)))
+        o
+        for o in pairs
+        if counts(o)
+        and not (o.probe in both and (_failed(o, o.override) or _failed(o, o.base)))
+        and not never_got_there(o, sides)
+    )
+
+
+def never_got_there(o: Observation, sides: set[tuple[str, int]]) -> bool:
+    """Whether one side failed in `o` where the other gave no value for it and failed elsewhere in the probe
+    (`sides`: (probe, 0 as shipped / 1 the base) that failed somewhere): it stopped before it got there."""
+    shipped, base = (o.probe, 0) in sides, (o.probe, 1) in sides
+    return (_failed(o, o.override) and o.base is None and base) or (
+        _failed(o, o.base) and o.override is None and shipped
     )
 
 

@@ -185,7 +185,14 @@ def reason(
     if advice.kind == AdviceKind.KEEP and not advice.on(NEEDED):
         _, titles, _ = _failing(override, DIFFERENTLY)
         what = listed([style.text(t) for t in titles[:2]]) + (" …" if len(titles) > 2 else "")
-        return f"it does its job: deleting it changes {what or 'what it does'} on {on(DIFFERENTLY)}"
+        said = f"it does its job: deleting it changes {what or 'what it does'} on {on(DIFFERENTLY)}"
+        coupled = [label for label, c in override.by_release if c.coupled]
+        if coupled:  # alone it loses a contract; with the other overrides it changes nothing there
+            together = versions_text(coupled, order, axis=False)
+            said += f" (deleting it with the other overrides changes nothing on {together})"
+        elsewhere = [f"changes nothing on {on(REDUNDANT)}" if advice.on(REDUNDANT) else ""]
+        elsewhere += [f"not established on {on(UNKNOWN)}" if advice.on(UNKNOWN) else ""]
+        return "; ".join([said, *filter(None, elsewhere)])
     if advice.kind == AdviceKind.KEEP:
         _, titles, error = _failing(override, NEEDED)
         what = listed([style.text(t) for t in titles[:2]]) or "a probe"

@@ -151,7 +151,8 @@ def advice_why(advice: Advice, order: Sequence[str]) -> str:
         return "it breaks where transformers passes it what it cannot take, and does its job elsewhere." + untested
     if advice.kind == AdviceKind.KEEP:
         kinds = [f"{k} on {versions_text(advice.on(k), order)}" for k in (NEEDED, DIFFERENTLY) if advice.on(k)]
-        return f"{' and '.join(kinds)}." + untested
+        rest = [f"{k} on {versions_text(advice.on(k), order)}" for k in (REDUNDANT, UNKNOWN) if advice.on(k)]
+        return f"{' and '.join(kinds)}" + (f"; {', '.join(rest)}" if rest else "") + "." + untested
     if advice.kind == AdviceKind.DELETE:
         harmful = advice.on(HARMFUL)
         fixes = f" and fixes {versions_text(harmful, order)}" if harmful else ""
