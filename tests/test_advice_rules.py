@@ -541,3 +541,19 @@ def test_keep_where_it_does_its_job_on_some_releases_and_elsewhere_changes_nothi
     broken = over(cell(broken=False, works=False)).by_release[0].conclusion
     assert advise([("5.2.0", broken), ("5.1.0", job), ("5.0.0", unknown)]).kind == AdviceKind.REVIEW
     assert advise([("5.2.0", same), ("5.1.0", unknown)]).kind == AdviceKind.REVIEW
+
+
+def test_a_call_of_transformers_it_cannot_take_that_no_run_showed_is_said_with_its_place():
+    """gliner's `create_optimizer(self)`: transformers 5.3+ calls `create_optimizer(model)` where it delays creating
+    the optimizer, a path no probe takes. Only transformers' calls differ: Review, saying the call and where."""
+    site = "create_optimizer(…) at trainer.py:1592"
+    calls = Observation("transformers_calls", "create_optimizer", {"calls": 2, "cannot_take": [site]}, None)
+    result = SubjectResult("m:T", ("create_optimizer",), observations=(calls,), probes=("transformers_calls",))
+    judged = conclude_method(result, decide(result), "create_optimizer", {})
+    rows = [("5.3.0", judged)]
+    override = OverrideConclusions("m:T", "create_optimizer", tuple(OnRelease(*r) for r in rows), advise(rows))
+    assert override.advice.kind == AdviceKind.REVIEW
+    assert reason(override) == (
+        "on 5.3.0 transformers calls create_optimizer(…) at trainer.py:1592, which it cannot take (seen in"
+        " transformers' code; no probe's run showed it): accept what it passes there"
+    )

@@ -232,6 +232,11 @@ def reason(
         titles = spoken([b.title for b in broken[0][1]])
         what = listed([style.text(t) for t in titles[:2]]) + (" …" if len(titles) > 2 else "")
         said.append(f"breaks {what} on {versions_text([label for label, _ in broken], order, axis=False)}")
+    elif advice.on(DIFFERENTLY) and (site := unbound_site(override)):  # only read: a call no probe made
+        said.append(
+            f"on {on(DIFFERENTLY)} transformers calls {style.code(_shape(site))} at {style.text(_at(site))}, which it"
+            " cannot take (seen in transformers' code; no probe's run showed it): accept what it passes there"
+        )
     elif advice.on(DIFFERENTLY):
         _, titles, _ = _failing(override, DIFFERENTLY)
         what = listed([style.text(t) for t in titles[:2]]) + (" …" if len(titles) > 2 else "")
@@ -239,6 +244,19 @@ def reason(
     if advice.on(UNKNOWN):
         said.append(f"not established on {on(UNKNOWN)}")
     return "; ".join(said) or "review it"
+
+
+def unbound_site(override: OverrideConclusions) -> str | None:
+    """Where only the probes that read the class tell it apart from the base on the newest release it behaves
+    differently on, and transformers' calls of it there include one it cannot bind: the first such call (gliner's
+    `create_optimizer(self)`, which transformers 5.3+ calls as `create_optimizer(model)` where it delays creating
+    the optimizer); else None."""
+    labels, _, _ = _failing(override, DIFFERENTLY)
+    contrasts = dict(override.by_release)[labels[0]].contrasts if labels else ()
+    if not contrasts or any(c.observation.probe not in INSPECTS for c in contrasts):
+        return None
+    calls = [c.observation.override for c in contrasts if c.observation.probe == "transformers_calls"]
+    return next((str(v["cannot_take"][0]) for v in calls if isinstance(v, dict) and v.get("cannot_take")), None)
 
 
 def unaudited(releases: Sequence[str], order: Sequence[str], one: bool = True) -> str:
