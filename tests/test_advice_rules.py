@@ -557,3 +557,33 @@ def test_a_call_of_transformers_it_cannot_take_that_no_run_showed_is_said_with_i
         "on 5.3.0 transformers calls create_optimizer(…) at trainer.py:1592, which it cannot take (seen in"
         " transformers' code; no probe's run showed it): accept what it passes there"
     )
+
+
+def test_an_error_the_override_raises_itself_is_said_as_its_own_with_its_line():
+    """adapters' `gradient_checkpointing_enable` refuses `use_reentrant=True` with a `raise ValueError(` of its own:
+    Review says so, with the line, so the maintainer can tell a refusal on purpose from a breakage."""
+    enable = "gradient_checkpointing_enable"
+    refused = "ValueError: Gradient checkpointing with use_reentrant=True is not supported."
+    code = Code(
+        enable, "m.py", ((f"{enable}@1955", ((1980, "if kwargs['use_reentrant']:"), (1981, "raise ValueError("))),)
+    )
+    observations = (
+        Observation("kwargs_forwarded", "error", refused, None),
+        Observation("kwargs_forwarded", "forwarded", None, True, contract=True),
+        Observation("kwargs_forwarded", "reached", [enable], [enable], False),
+        Observation("kwargs_forwarded", "lines", {enable: {f"{enable}@1955": [1980, 1981]}}, None, False),
+    )
+    result = SubjectResult("m:BertAdapterModel", (enable,), observations=observations, probes=("p",), code=(code,))
+    judged = conclude_method(result, decide(result), enable, {"kwargs_forwarded": "checkpoint kwargs"})
+    assert judged.raised_by_it == (1981, "raise ValueError(")
+    rows = [("4.57.6", judged)]
+    override = OverrideConclusions("m:B", enable, tuple(OnRelease(*r) for r in rows), advise(rows))
+    assert judged.kind == ConclusionKind.HARMFUL and override.advice.kind == AdviceKind.REVIEW  # not Delete
+    assert reason(override) == (
+        "harmful on 4.57.6; breaks the kwargs torch's checkpoint gets on 4.57.6 (it raises the ValueError itself:"
+        " raise ValueError( at line 1981; review whether that refusal still holds)"
+    )
+    # an error raised elsewhere (transformers, torch) is not its own, even where its code raises other errors
+    other = replace(result, observations=(replace(observations[0], override="KeyError: 'x'"), *observations[1:]))
+    harmful = conclude_method(other, decide(other), enable, {})
+    assert harmful.raised_by_it is None and advise([("4.57.6", harmful)]).kind == AdviceKind.DELETE

@@ -88,7 +88,10 @@ def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
     if NEEDED in ran and HARMFUL not in ran:
         return Advice(AdviceKind.KEEP, releases)
     if ran <= {REDUNDANT, HARMFUL}:
-        return Advice(AdviceKind.DELETE if everywhere else AdviceKind.REVIEW, releases)
+        # where what raises is a refusal of its own (a `raise` in its code), deleting it drops a guard the probes
+        # cannot judge: Review
+        refuses = any(c.raised_by_it for _, c in rows if c.kind == HARMFUL)
+        return Advice(AdviceKind.DELETE if everywhere and not refuses else AdviceKind.REVIEW, releases)
     if DIFFERENTLY in ran and ran <= {NEEDED, DIFFERENTLY, REDUNDANT, UNKNOWN} and _does_its_job(rows):
         return Advice(AdviceKind.KEEP, releases)  # deleting it loses what it does where it does it
     return Advice(AdviceKind.REVIEW, releases)

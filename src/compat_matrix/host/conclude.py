@@ -84,6 +84,8 @@ class Conclusion:
     # orphaned because the release did not audit it (no class of transformers defines it there): deleting it never
     # ran there, and the subject's own code may read it (trl's `loss_is_scaled_for_ga`, read by its __init__ on 4.x)
     untested: bool = False
+    # where the class as shipped raised: the override's own `raise` of that error that ran there, `(line, text)`
+    raised_by_it: tuple[int, str] | None = None
 
     @property
     def shipped_works(self) -> bool:
@@ -234,7 +236,10 @@ def conclude_method(subject: SubjectResult | None, verdict: Verdict, method: str
     if judged.verdict == evidence.DIFFERS:
         found = from_contrasts([contrast(o, _title(o, titles)) for o in judged.differing])
         coupled = judged.context == evidence.WITH_REST and _alike_all_deleted(subject, judged.differing)
-        return replace(found, context=judged.context, fix=fix_of(subject, method, titles), coupled=coupled)
+        own = own_raise(subject, method, found.contrasts)
+        return replace(
+            found, context=judged.context, fix=fix_of(subject, method, titles), coupled=coupled, raised_by_it=own
+        )
     if judged.verdict == evidence.SAME:
         jointly = evidence.together(subject) if method in evidence.redundant(subject) else ()
         if jointly:  # each alone changes nothing, but deleting them all at once does
@@ -251,6 +256,27 @@ def _alike_all_deleted(subject: SubjectResult, differing: Sequence[Observation])
     deleted: its difference comes from the others (an enable that sets a mark its own disable reads)."""
     shipped = {(o.probe, o.name): o for o in subject.observations}
     return all((o.probe, o.name) in shipped and shipped[o.probe, o.name].same for o in differing)
+
+
+def own_raise(subject: SubjectResult, method: str, contrasts: Sequence[Contrast]) -> tuple[int, str] | None:
+    """Where the class as shipped raised in a probe and the base did not: a `raise` of that error's type in the
+    override's own code that ran as shipped in that probe (adapters' `gradient_checkpointing_enable`, whose `raise
+    ValueError(` refuses `use_reentrant=True`): (its line, its text); None where none did."""
+    code = next((c for c in subject.code or () if c.name == method), None)
+    if code is None:
+        return None
+    statements = {line: text for _, unit in code.units for line, text in unit}
+    ran = {o.probe: o.override for o in subject.observations if o.name == evidence.LINES}
+    for c in contrasts:
+        if c.kind != HARMFUL or not c.error:
+            continue
+        raise_of = f"raise {c.error.split(':', 1)[0]}"
+        lines = (ran.get(c.observation.probe) or {}).get(method, {})
+        for line in sorted(n for numbers in lines.values() for n in numbers):
+            text = statements.get(line, "")
+            if text == raise_of or text.startswith((raise_of + "(", raise_of + " ")):
+                return line, text
+    return None
 
 
 _UNEXPECTED = re.compile(r"\b(\w+)\(\) got an unexpected keyword argument '(\w+)'")

@@ -241,6 +241,13 @@ def reason(
         _, titles, _ = _failing(override, DIFFERENTLY)
         what = listed([style.text(t) for t in titles[:2]]) + (" …" if len(titles) > 2 else "")
         said.append(f"behaves differently on {on(DIFFERENTLY)}" + (f" ({what})" if what else ""))
+    own = next((c.raised_by_it for _, c in override.by_release if c.raised_by_it), None)
+    if own and said:  # what raised as shipped is a refusal of its own: the maintainer decides whether it still holds
+        raised = own[1].removeprefix("raise ").split("(")[0].strip()
+        said[-1] += (
+            f" (it raises the {style.text(raised)} itself: {style.code(own[1])} at line {own[0]}; review whether that"
+            " refusal still holds)"
+        )
     if advice.on(UNKNOWN):
         said.append(f"not established on {on(UNKNOWN)}")
     return "; ".join(said) or "review it"
