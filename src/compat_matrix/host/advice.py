@@ -1,10 +1,10 @@
 """What to do with one override, by documented rules, from its conclusion on every tested release (compat_matrix.host.
 conclude): Port where a release orphaned it after one where it did something (what it provided is gone there;
-releases older than those that read it are left out of the advice); Fix where it breaks only where
-transformers passes it what it cannot take and does its job elsewhere; Keep where any release needs it (and it is
-harmful on none), or it does its job wherever it behaves differently (and elsewhere changes nothing or is not
-established); Delete where every release is redundant or harmful (deleting
-fixes the harmful ones) and every tested release ran; otherwise Review. A new advice is one member of
+releases older than those that read it are left out of the advice); Fix where it breaks only where transformers
+passes it what it cannot take and does its job elsewhere; Keep where any release needs it (and it is harmful on
+none), or it does its job wherever it behaves differently (and elsewhere changes nothing or is not established);
+Delete where every release is redundant or harmful (deleting fixes the harmful ones, and what raises there is no
+`raise` of its own) and every tested release ran; otherwise Review. A new advice is one member of
 vocabulary.AdviceKind and its rule in `advise`. Fix also where it breaks a release only where transformers passes it
 what it cannot take, the change was verified there and deleting it fails there too (so Delete is no way out), and
 elsewhere it runs as shipped."""
