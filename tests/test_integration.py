@@ -67,6 +67,9 @@ def test_every_broken_override_is_caught_where_expected_and_the_controls_stay_sa
     advices = {o["target"].split(":")[1]: o["advice"] for o in report["overrides"]}
     # a property over transformers' method reads otherwise with it deleted: Keep, unless the class breaks as shipped
     assert advices["AdaptersAsProperty"] == "Keep" and advices["CountsParametersAsProperty"] == "Review", advices
+    # a pair that keeps the accumulated step whole only together: deleting either alone breaks it, so each is kept
+    pair = [o for o in report["overrides"] if o["target"].endswith(":ScalesInItsOwnStep")]
+    assert [(o["name"], o["advice"]) for o in pair] == [("compute_loss", "Keep"), ("training_step", "Keep")], pair
     (attribute,) = [o for o in report["overrides"] if o["target"].endswith(":TiesNothingByKeys")]
     by_release = {rid.partition("=")[2][:2]: kind for rid, kind in attribute["by_release"].items()}
     assert by_release == {"4.": "harmful", "5.": "behaves differently"}, attribute  # saving refuses; untied

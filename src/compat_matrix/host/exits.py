@@ -47,6 +47,7 @@ class Outcome:
 
     cells: int = 0  # the cells it ran (or reported on)
     could_not_run: tuple[str, ...] = ()  # `cell (why)`, each cell once
+    partly: int = 0  # of those, the cells that ran but where some class (subject) could not
     failed_checks: tuple[str, ...] = ()  # unmet expectations, and changes since the baseline that fail
     bad_input: tuple[str, ...] = ()  # nothing ran
     interrupted: bool = False
@@ -75,7 +76,11 @@ def line(outcome: Outcome) -> str:
     if found == UNEXPECTED:
         return outcome.unexpected or exit_line(UNEXPECTED, [])
     if found == CELL_FAILED:
-        return exit_line(found, outcome.could_not_run, f"{plural(len(outcome.could_not_run), 'cell')} could not run")
+        whole = len(outcome.could_not_run) - outcome.partly
+        said = [f"{plural(whole, 'cell')} could not run" if whole else ""]
+        their = "its" if outcome.partly == 1 else "their"
+        said += [f"{plural(outcome.partly, 'cell')} ran, but not all {their} classes" if outcome.partly else ""]
+        return exit_line(found, outcome.could_not_run, ", ".join(filter(None, said)))
     if found == UNMET:
         failed = outcome.failed_checks
         return exit_line(found, failed, f"{plural(len(failed), 'check')} failed")

@@ -33,6 +33,7 @@ from compat_matrix.host.exits import BadInput, Outcome
 from compat_matrix.host.plan import Plan
 from compat_matrix.host.prerelease import PRE
 from compat_matrix.shared.results import write_json_atomic, write_text_atomic
+from compat_matrix.shared.vocabulary import Status
 
 REPORT_NEEDS = ("pandas", "packaging")  # imported by the report, which runs in nox's own Python
 # Options of the nox that runs `matrix` that the cells' nox needs too, and whether each takes a value.
@@ -145,7 +146,8 @@ def cell_session(run: Plan, matrix: plan.Matrix, cell: cells.Cell) -> None:
             session.log(progress.line(result))
         why = verdict.fails_run(result)
         if why:
-            session.error(f"{cell.id} could not run: {why}" + (f": {result.reason}" if result.reason else ""))
+            what = "ran, but not all its classes" if result.status == Status.OK else "could not run"
+            session.error(f"{cell.id} {what}: {why}" + (f": {result.reason}" if result.reason else ""))
 
     def unavailable(session: nox.Session) -> None:
         cell_run.write_unavailable(matrix.spec, cell, matrix.reports)

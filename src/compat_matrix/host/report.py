@@ -37,7 +37,7 @@ from compat_matrix.host.releases import early_label
 from compat_matrix.host.spec import Declared, MatrixSpec, display_path
 from compat_matrix.probes import titles
 from compat_matrix.shared.results import CellResult, write_json_atomic, write_text_atomic
-from compat_matrix.shared.vocabulary import ConclusionKind
+from compat_matrix.shared.vocabulary import ConclusionKind, Status
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,7 @@ class Written:
     failed_on: tuple[str, ...] = ()  # overrides that reached a `--fail-on` conclusion, and where
     title: str = ""
     glances: tuple[str, ...] = ()  # per override: where its conclusion changes
+    partly: int = 0  # of the cells that could not run, those that ran but where some class could not
 
 
 def run(plan: Plan) -> list[Written]:
@@ -198,7 +199,8 @@ def write(matrix: Matrix, files: Files, decided: render.Report, results: list[Ce
     write_json_atomic(js, files.data)
     said = timings(results)
     write_text_atomic(reports / LOGS / f"{name}.log", said + "\n")
-    failed = tuple(f"{r.cell} ({why})" for r in results if (why := verdict.fails_run(r)))
+    stopped = [(r, why) for r in results if (why := verdict.fails_run(r))]
+    failed = tuple(f"{r.cell} ({why})" for r, why in stopped)
     several = decided.grid.several
     glances = tuple(  # a line per row of the grid: where its conclusion changes
         f"{wording.name_of(row.override, several, wording.PLAIN)}: {wording.stretches(row.override)}"
@@ -216,6 +218,7 @@ def write(matrix: Matrix, files: Files, decided: render.Report, results: list[Ce
         tuple(map(str, decided.failed_on)),
         decided.title,
         glances,
+        sum(r.status == Status.OK for r, _ in stopped),
     )
 
 
@@ -244,6 +247,7 @@ def outcome(written: list[Written]) -> Outcome:
     return Outcome(
         cells=sum(w.cells for w in written),
         could_not_run=tuple(item for w in written for item in w.could_not_run),
+        partly=sum(w.partly for w in written),
         failed_checks=tuple(failed_checks),
     )
 

@@ -41,6 +41,27 @@ class DividesLossTwice(Trainer):
     loss_is_scaled_for_ga = False
 
 
+class ScalesInItsOwnStep(Trainer):
+    """gliner's pair: `compute_loss` calls the model without `num_items_in_batch` (each batch's mean loss), and
+    `training_step` divides that by the accumulation steps itself, as transformers did before 4.46. Together, two
+    accumulated batches make the step of one over both; deleting either alone breaks that (the base then divides
+    twice, or not at all), deleting both changes nothing there. Each reads Keep, not Review, nor Delete."""
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        outputs = model(**inputs)
+        return (outputs.loss, outputs) if return_outputs else outputs.loss
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        model.train()
+        inputs = self._prepare_inputs(inputs)
+        with self.compute_loss_context_manager():
+            loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)
+        if self.args.gradient_accumulation_steps > 1:
+            loss = loss / self.args.gradient_accumulation_steps
+        self.accelerator.backward(loss)
+        return loss.detach()
+
+
 # The hooks a plain `train()` never reaches, for the probes of compat_matrix.cell.probes.trainer_hooks
 
 
