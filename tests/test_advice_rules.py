@@ -580,10 +580,30 @@ def test_an_error_the_override_raises_itself_is_said_as_its_own_with_its_line():
     override = OverrideConclusions("m:B", enable, tuple(OnRelease(*r) for r in rows), advise(rows))
     assert judged.kind == ConclusionKind.HARMFUL and override.advice.kind == AdviceKind.REVIEW  # not Delete
     assert reason(override) == (
-        "harmful on 4.57.6; breaks the kwargs torch's checkpoint gets on 4.57.6 (it raises the ValueError itself:"
-        " raise ValueError( at line 1981; review whether that refusal still holds)"
+        "harmful on 4.57.6 (it raises the ValueError itself: raise ValueError( at line 1981; review whether that"
+        " refusal still holds)"
     )
     # an error raised elsewhere (transformers, torch) is not its own, even where its code raises other errors
     other = replace(result, observations=(replace(observations[0], override="KeyError: 'x'"), *observations[1:]))
     harmful = conclude_method(other, decide(other), enable, {})
     assert harmful.raised_by_it is None and advise([("4.57.6", harmful)]).kind == AdviceKind.DELETE
+
+
+def test_a_value_one_side_never_reached_is_no_break_of_the_contract_and_a_forward_call_names_no_site():
+    """simpletransformers' DPR encoders on 5.x: as shipped the forward raises, so the reload's outputs are never
+    compared (`same_outputs` has no value), where without the override they are the same. The failure is the
+    difference: harmful, not also a reload that breaks its contract."""
+    raised = "error: AttributeError: 'DPR' object has no attribute 'get_extended_attention_mask'"
+    failed = Observation("save_and_load", "reloaded_output", raised, {"abs_sum": 417.0})
+    compared = Observation("save_and_load", "same_outputs", None, True, contract=True)
+    result = SubjectResult("m:DPR", ("forward",), observations=(failed, compared), probes=("save_and_load",))
+    judged = conclude_method(result, decide(result), "forward", {})
+    assert judged.kind == ConclusionKind.HARMFUL and not judged.breaks
+    assert [c.observation.name for c in judged.contrasts] == ["reloaded_output"]
+    # transformers calls `.forward(` of objects of every kind: a site that passes what it cannot take is no caller
+    site = "forward(…, …, …, …, …, …) at activations.py:304"
+    calls = Observation("transformers_calls", "forward", {"calls": 9, "cannot_take": [site]}, None)
+    only = SubjectResult("m:R", ("forward",), observations=(calls,), probes=("transformers_calls",))
+    rows = [("5.24.0", conclude_method(only, decide(only), "forward", {}))]
+    override = OverrideConclusions("m:R", "forward", tuple(OnRelease(*r) for r in rows), advise(rows))
+    assert "activations.py" not in reason(override)

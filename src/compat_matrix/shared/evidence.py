@@ -242,9 +242,9 @@ def differing(pairs: Iterable[Observation]) -> tuple[Observation, ...]:
     class as shipped cannot generate; without the override it cannot be built) is two different errors in one
     probe, and says only that the class cannot run it either way. Values both sides gave still count there, and
     so do the failures of a probe that ran to its end on both sides (one call each of several, each on its own).
-    Nor a step that failed on one side where the other side has no value for it, because it failed at an earlier
-    step of the same probe (never_got_there): granite-tsfm's `init_weights` raising as shipped, where without
-    `config_class` the class could not be built to call it."""
+    Nor a step one side has no value for because it failed at an earlier step of the same probe (never_got_there):
+    granite-tsfm's `init_weights` raising as shipped, where without `config_class` the class could not be built to
+    call it."""
     pairs = tuple(pairs)
     failed = {
         (o.probe, side, o.name == ERROR)
@@ -265,11 +265,11 @@ def differing(pairs: Iterable[Observation]) -> tuple[Observation, ...]:
 
 
 def never_got_there(o: Observation, sides: set[tuple[str, int]]) -> bool:
-    """Whether one side failed in `o` where the other gave no value for it and failed elsewhere in the probe
-    (`sides`: (probe, 0 as shipped / 1 the base) that failed somewhere): it stopped before it got there."""
-    shipped, base = (o.probe, 0) in sides, (o.probe, 1) in sides
-    return (_failed(o, o.override) and o.base is None and base) or (
-        _failed(o, o.base) and o.override is None and shipped
+    """Whether one side gave no value for `o` and failed elsewhere in the probe (`sides`: (probe, 0 as shipped /
+    1 the base) that failed somewhere): it stopped before it got there, and that failure is the difference (a
+    reload whose outputs were never compared as shipped, because its forward raised)."""
+    return (o.base is None and o.override is not None and (o.probe, 1) in sides) or (
+        o.override is None and o.base is not None and (o.probe, 0) in sides
     )
 
 

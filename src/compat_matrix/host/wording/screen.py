@@ -253,11 +253,18 @@ def reason(
     return "; ".join(said) or "review it"
 
 
+GENERIC_CALLS = frozenset({"forward", "__call__"})  # names transformers calls on objects of every kind
+
+
 def unbound_site(override: OverrideConclusions) -> str | None:
     """Where only the probes that read the class tell it apart from the base on the newest release it behaves
     differently on, and transformers' calls of it there include one it cannot bind: the first such call (gliner's
     `create_optimizer(self)`, which transformers 5.3+ calls as `create_optimizer(model)` where it delays creating
-    the optimizer); else None."""
+    the optimizer); else None. Never for `forward`: transformers calls the `forward` of many objects that are not
+    the model (a CUDA kernel's in activations.py), so a site that passes it what it cannot take names no caller of
+    this override."""
+    if override.name in GENERIC_CALLS:
+        return None
     labels, _, _ = _failing(override, DIFFERENTLY)
     contrasts = dict(override.by_release)[labels[0]].contrasts if labels else ()
     if not contrasts or any(c.observation.probe not in INSPECTS for c in contrasts):
