@@ -554,8 +554,8 @@ def test_a_call_of_transformers_it_cannot_take_that_no_run_showed_is_said_with_i
     override = OverrideConclusions("m:T", "create_optimizer", tuple(OnRelease(*r) for r in rows), advise(rows))
     assert override.advice.kind == AdviceKind.REVIEW
     assert reason(override) == (
-        "on 5.3.0 transformers calls create_optimizer(…) at trainer.py:1592, which it cannot take (seen in"
-        " transformers' code; no probe's run showed it): accept what it passes there"
+        "on 5.3.0 transformers calls create_optimizer(…) at trainer.py:1592, which it cannot take: accept what it"
+        " passes"
     )
 
 

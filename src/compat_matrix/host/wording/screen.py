@@ -235,7 +235,7 @@ def reason(
     elif advice.on(DIFFERENTLY) and (site := unbound_site(override)):  # only read: a call no probe made
         said.append(
             f"on {on(DIFFERENTLY)} transformers calls {style.code(_shape(site))} at {style.text(_at(site))}, which it"
-            " cannot take (seen in transformers' code; no probe's run showed it): accept what it passes there"
+            " cannot take: accept what it passes"
         )
     elif advice.on(DIFFERENTLY):
         _, titles, _ = _failing(override, DIFFERENTLY)
