@@ -232,7 +232,7 @@ def reason(
         titles = spoken([b.title for b in broken[0][1]])
         what = listed([style.text(t) for t in titles[:2]]) + (" …" if len(titles) > 2 else "")
         said.append(f"breaks {what} on {versions_text([label for label, _ in broken], order, axis=False)}")
-    elif advice.on(DIFFERENTLY) and (site := unbound_site(override)):  # only read: a call no probe made
+    elif advice.on(DIFFERENTLY) and (site := unbound_site(override)):  # a call site in transformers no run showed
         said.append(
             f"on {on(DIFFERENTLY)} transformers calls {style.code(_shape(site))} at {style.text(_at(site))}, which it"
             " cannot take: accept what it passes"
