@@ -330,3 +330,22 @@ def test_failures_of_separate_calls_in_a_probe_that_ran_to_its_end_still_count()
         methods=(INIT,),
     )
     assert [(o.probe, o.name) for o in judge(cls, INIT).differing] == [("no_arguments", INIT)]
+
+
+def test_each_side_failing_at_a_step_of_its_own_is_no_evidence_that_deleting_changes_nothing():
+    """As shipped the second step raises; without the override the first does, so neither gave what the other
+    failed at (never_got_there). Nothing differs, and the probe observed nothing either: inconclusive, never same."""
+    cls = subject(
+        obs("build_and_init", "built", "v", "error: CouldNotBuild: its config_class is None"),
+        obs("build_and_init", "init_weights", "error: AttributeError: no 'all_tied_weights_keys'", None),
+        reached("build_and_init", [TIE], [TIE]),
+        methods=(TIE,),
+    )
+    assert judge(cls, TIE).verdict == DIFFERS  # `built` both sides gave still differs
+    only = subject(
+        obs("build_and_init", "built", None, "error: CouldNotBuild: its config_class is None"),
+        obs("build_and_init", "init_weights", "error: AttributeError: no 'all_tied_weights_keys'", None),
+        reached("build_and_init", [TIE], [TIE]),
+        methods=(TIE,),
+    )
+    assert judge(only, TIE).verdict != SAME

@@ -134,8 +134,9 @@ def by_probe(observations: Iterable[Observation]) -> dict[str, dict[str, Observa
 def empty_handed(observations: dict[str, Observation], partly: bool = False) -> str | None:
     """Why a probe told nothing when its two sides are `override` and `base`: both found nothing to look at, or
     every observation that carries (warnings apart) failed on both, alike or not (with `partly`, any one did: what
-    else the probe observed may not have depended on what failed); None if it observed something. Two different
-    errors say only that the class cannot run that probe either way."""
+    else the probe observed may not have depended on what failed; so does each side failing at a step of its own,
+    where what the other side gave there is no difference: never_got_there); None if it observed something. Two
+    different errors say only that the class cannot run that probe either way."""
     nothing = observations.get(INCONCLUSIVE_OBSERVATION)
     if nothing is not None and nothing.override and nothing.base:
         return str(nothing.override)
@@ -144,6 +145,9 @@ def empty_handed(observations: dict[str, Observation], partly: bool = False) -> 
     if failed and (partly or len(failed) == len(carrying)):
         first = failed[0]
         return str(first.override if first.name == ERROR else failure_in(first.override))
+    shipped = next((o for o in carrying if _failed(o, o.override)), None)
+    if partly and shipped and any(_failed(o, o.base) for o in carrying):  # each side failed at a step of its own
+        return str(shipped.override if shipped.name == ERROR else failure_in(shipped.override))
     return None
 
 
