@@ -262,7 +262,7 @@ def own_raise(subject: SubjectResult, method: str, contrasts: Sequence[Contrast]
     """Where the class as shipped raised in a probe and the base did not: a `raise` of that error's type in the
     override's own code that ran as shipped in that probe (adapters' `gradient_checkpointing_enable`, whose `raise
     ValueError(` refuses `use_reentrant=True`): (its line, its text); None where none did."""
-    code = next((c for c in subject.code or () if c.name == method), None)
+    code = evidence.code_of(subject, method)
     if code is None:
         return None
     statements = {line: text for _, unit in code.units for line, text in unit}
@@ -302,7 +302,7 @@ def fix_of(subject: SubjectResult, method: str, titles: dict[str, str] | None = 
             parameters |= set(found) | ({"a positional argument"} if positional else set())
     if not parameters:
         return None
-    code = next((c for c in subject.code or () if c.name == method), None)
+    code = evidence.code_of(subject, method)
     passes_on = code is None or any(f".{method}(" in text for _, statements in code.units for _, text in statements)
     tried = [o for o in subject.observations if method in dict(o.fixed)]
     if not tried:

@@ -313,7 +313,8 @@ def judge(subject: SubjectResult, name: str) -> Judgement:
         return Judgement(name, INCONCLUSIVE, reason=f"{name} {UNSEEN[name]}", told_nothing=quiet)
     if evidence and (unwatched := _unwatched(subject, name)):
         return Judgement(name, INCONCLUSIVE, reason=unwatched, told_nothing=quiet)
-    missing = never_ran(_code(subject, name), ran) if evidence and _code(subject, name) else ()
+    code = code_of(subject, name)
+    missing = never_ran(code, ran) if evidence and code else ()
     if missing:
         why = f"{statements_text(missing)} as shipped in a probe that observed something"
         return Judgement(name, INCONCLUSIVE, reason=why, told_nothing=quiet, never_ran=missing)
@@ -325,7 +326,8 @@ def judge(subject: SubjectResult, name: str) -> Judgement:
     return Judgement(name, INCONCLUSIVE, reason=why, told_nothing=quiet)
 
 
-def _code(subject: SubjectResult, name: str) -> Code | None:
+def code_of(subject: SubjectResult, name: str) -> Code | None:
+    """The statements the cell watched of the audited `name`; None where it watched none."""
     return next((c for c in subject.code or () if c.name == name), None)
 
 
@@ -334,7 +336,7 @@ def _unwatched(subject: SubjectResult, name: str) -> str | None:
     method's (no source, or none that compiles alone: compat_matrix.cell.instrument); None where they were watched,
     or for an attribute."""
     attribute = any(o.name == name and o.kind == ATTRIBUTE for o in subject.overrides)
-    if subject.code is None or attribute or _code(subject, name) is not None:
+    if subject.code is None or attribute or code_of(subject, name) is not None:
         return None
     return (
         f"the statements of {name} could not be watched (no copy of its source compiles alone): what ran cannot be told"
