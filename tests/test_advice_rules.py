@@ -607,3 +607,38 @@ def test_a_value_one_side_never_reached_is_no_break_of_the_contract_and_a_forwar
     rows = [("5.24.0", conclude_method(only, decide(only), "forward", {}))]
     override = OverrideConclusions("m:R", "forward", tuple(OnRelease(*r) for r in rows), advise(rows))
     assert "activations.py" not in reason(override)
+
+
+def test_a_key_error_of_its_own_lookup_is_said_as_its_own_and_is_no_delete():
+    """colpali's ColGemma3.forward multiplies by `kwargs["attention_mask"]`, which the probes' token ids come
+    without: it raises KeyError as shipped and the base does not. Deleting it would fix only the probe's inputs and
+    lose the model's embeddings: Review, saying whose lookup raised."""
+    code = Code(
+        "forward",
+        "m.py",
+        (("forward@74", ((84, "proj = self.proj(h)"), (88, 'p = p * kwargs["attention_mask"]  # mask'))),),
+    )
+    observations = (
+        Observation("forward_backward", "forward", "error: KeyError: 'attention_mask'", {"sum": 1.0}),
+        Observation("forward_backward", "reached", ["forward"], ["forward"], False),
+        Observation("forward_backward", "lines", {"forward": {"forward@74": [84, 88]}}, None, False),
+    )
+    result = SubjectResult("m:ColGemma3", ("forward",), observations=observations, probes=("p",), code=(code,))
+    judged = conclude_method(result, decide(result), "forward", {})
+    assert judged.kind == ConclusionKind.HARMFUL and judged.raised_by_it == (
+        88,
+        'p = p * kwargs["attention_mask"]  # mask',
+    )
+    rows = [("5.24.0", judged)]
+    override = OverrideConclusions("m:C", "forward", tuple(OnRelease(*r) for r in rows), advise(rows))
+    assert override.advice.kind == AdviceKind.REVIEW
+    assert reason(override) == (
+        'harmful on 5.24.0 (the KeyError is its own: p = p * kwargs["attention_mask"] at line 88 reads a key the probe'
+        " did not pass; review what it needs)"
+    )
+    # a KeyError of another key, raised elsewhere, is not its own: deleting it fixes that
+    other = replace(
+        result, observations=(replace(observations[0], override="error: KeyError: 'labels'"), *observations[1:])
+    )
+    harmful = conclude_method(other, decide(other), "forward", {})
+    assert harmful.raised_by_it is None and advise([("5.24.0", harmful)]).kind == AdviceKind.DELETE

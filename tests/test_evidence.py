@@ -152,6 +152,31 @@ def test_the_name_of_the_main_input_is_never_redundant():
     assert judged.verdict == INCONCLUSIVE and "not this model's inputs" in judged.reason
 
 
+def test_a_from_pretrained_that_passes_a_key_mapping_is_never_redundant():
+    """colpali's BiQwen3.from_pretrained read Delete on 5.3+: it passes `key_mapping=` for checkpoints saved with
+    other keys (the hub's), which the probes' reload of the class's own checkpoint never meets."""
+    name = "from_pretrained"
+    code = Code(
+        name,
+        "m.py",
+        (
+            (
+                f"{name}@24",
+                (
+                    (28, 'key_mapping = kwargs.pop("key_mapping", None)'),
+                    (33, "return super().from_pretrained(*args, **kwargs, key_mapping=key_mapping)"),
+                ),
+            ),
+        ),
+    )
+    lines = obs("save", "lines", {name: {f"{name}@24": [28, 33]}}, None, carries=False)
+    loaded = subject(obs("save", "loaded", True, True), reached("save", [name], []), lines, methods=(name,))
+    assert judge(loaded, name).verdict == SAME  # without its code, nothing tells
+    judged = judge(SubjectResult(**{**vars(loaded), "code": (code,)}), name)
+    assert judged.verdict == INCONCLUSIVE and "checkpoints with other keys" in judged.reason
+    assert 'kwargs.pop("key_mapping", None)' in judged.reason
+
+
 @pytest.mark.parametrize("name", sorted(UNSEEN))
 def test_an_attribute_whose_effect_the_probes_cannot_see_is_never_redundant(name):
     """ai2-olmo's OLMoForCausalLM._no_split_modules read redundant on 4.57.6: it decides how device_map splits the

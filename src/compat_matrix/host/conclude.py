@@ -261,7 +261,9 @@ def _alike_all_deleted(subject: SubjectResult, differing: Sequence[Observation])
 def own_raise(subject: SubjectResult, method: str, contrasts: Sequence[Contrast]) -> tuple[int, str] | None:
     """Where the class as shipped raised in a probe and the base did not: a `raise` of that error's type in the
     override's own code that ran as shipped in that probe (adapters' `gradient_checkpointing_enable`, whose `raise
-    ValueError(` refuses `use_reentrant=True`): (its line, its text); None where none did."""
+    ValueError(` refuses `use_reentrant=True`), or for `KeyError: 'k'` its own lookup of that key (colpali's
+    `forward`, whose `kwargs["attention_mask"]` wants an input the probe does not give): (its line, its text);
+    None where none did."""
     code = evidence.code_of(subject, method)
     if code is None:
         return None
@@ -270,13 +272,23 @@ def own_raise(subject: SubjectResult, method: str, contrasts: Sequence[Contrast]
     for c in contrasts:
         if c.kind != HARMFUL or not c.error:
             continue
-        raise_of = f"raise {c.error.split(':', 1)[0]}"
         lines = (ran.get(c.observation.probe) or {}).get(method, {})
         for line in sorted(n for numbers in lines.values() for n in numbers):
-            text = statements.get(line, "")
-            if text == raise_of or text.startswith((raise_of + "(", raise_of + " ")):
-                return line, text
+            if _raises(statements.get(line, ""), c.error):
+                return line, statements[line]
     return None
+
+
+def _raises(statement: str, error: str) -> bool:
+    """Whether `statement` raises `error` (`Type: message`) itself: a `raise Type`, or for `KeyError: 'k'` a
+    lookup of that key (`kwargs["k"]`)."""
+    kind, _, message = error.partition(":")
+    raise_of = f"raise {kind}"
+    if statement == raise_of or statement.startswith((raise_of + "(", raise_of + " ")):
+        return True
+    key = message.strip()  # as KeyError says it: quoted, `'attention_mask'`
+    quoted = len(key) > 2 and key[0] == key[-1] == "'"
+    return kind == "KeyError" and quoted and f"[{key}]" in statement.replace('"', "'")
 
 
 _UNEXPECTED = re.compile(r"\b(\w+)\(\) got an unexpected keyword argument '(\w+)'")

@@ -243,17 +243,29 @@ def reason(
         said.append(f"behaves differently on {on(DIFFERENTLY)}" + (f" ({what})" if what else ""))
     own = next((c.raised_by_it for _, c in override.by_release if c.raised_by_it), None)
     if own and said:  # what raised as shipped is a refusal of its own: the maintainer decides whether it still holds
-        raised = own[1].removeprefix("raise ").split("(")[0].strip()
-        said[-1] += (
-            f" (it raises the {style.text(raised)} itself: {style.code(own[1])} at line {own[0]}; review whether that"
-            " refusal still holds)"
-        )
+        said[-1] += _own_error(own, style)
     if advice.on(UNKNOWN):
         said.append(f"not established on {on(UNKNOWN)}")
     return "; ".join(said) or "review it"
 
 
 GENERIC_CALLS = frozenset({"forward", "__call__"})  # names transformers calls on objects of every kind
+
+
+def _own_error(own: tuple[int, str], style: Style) -> str:
+    """What raised as shipped, said as the override's own: a refusal (`raise ValueError(`), or a lookup of a key
+    what it was given lacked (`kwargs["attention_mask"]`)."""
+    line, text = own[0], own[1].split("  #")[0]  # without its comment
+    if not text.startswith("raise "):
+        return (
+            f" (the KeyError is its own: {style.code(text)} at line {line} reads a key the probe did not pass;"
+            " review what it needs)"
+        )
+    raised = text.removeprefix("raise ").split("(")[0].strip()
+    return (
+        f" (it raises the {style.text(raised)} itself: {style.code(text)} at line {line}; review whether that"
+        " refusal still holds)"
+    )
 
 
 def unbound_site(override: OverrideConclusions) -> str | None:
