@@ -30,7 +30,7 @@ from compat_matrix.host.cells import cells, install_args
 from compat_matrix.host.folders import IGNORED, ignore_housekeeping
 from compat_matrix.host.report import in_checkout, make_report, reproduce
 from compat_matrix.host.spec import Axis, Declared, MatrixError, MatrixSpec, Subject, Sweep, load
-from compat_matrix.shared.results import CellResult, Discovery, Observation, SubjectResult
+from compat_matrix.shared.results import CellResult, Code, Discovery, Observation, SubjectResult
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = """
@@ -530,3 +530,19 @@ def test_an_environment_emptied_first_still_gets_its_overrides_file(tmp_path, mo
     wanted = ("new", ["mylib==1.0", "--override=transformers==4.57.6"])
     assert envs.install(spec, cells(spec)[0], home / "bin" / "python", wanted, 1e12, print, tmp_path / "s", 0) is None
     assert seen == ["transformers==4.57.6\n"]
+
+
+def test_an_error_the_override_raises_itself_does_not_narrow_the_declared_range():
+    """colpali's forward raising its own KeyError for a mask the probes did not pass read "cap it or fix the
+    override (nothing tested runs)": the report does not stand by such a break, so the range line does not either."""
+    own = (
+        *HARMFUL,
+        Observation("p", "lines", {"tie_weights": {"tie_weights@1": [2]}}, None, False),
+    )
+    code = (Code("tie_weights", "a.py", (("tie_weights@1", ((2, "raise TypeError('boom')"),)),)),)
+    results = package_results()
+    newer = replace(results[1].subjects[0], observations=own, code=code)
+    results[1] = replace(results[1], subjects=(newer, *results[1].subjects[1:]))
+    declared = (Declared("transformers", "mylib", "1.0", ">=4.57.3"),)
+    (check,) = make_report(SPEC, results, declared=declared).ranges["mylib.a:A"]
+    assert check.harmful == () and "tie_weights" not in wording.range_line(check)

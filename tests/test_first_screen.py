@@ -238,7 +238,8 @@ def test_one_screen_at_library_scale():
         assert screen.count(cause) == 1, cause  # each shared cause once
     assert "/work/x" not in text  # environment paths shortened, everywhere
     shown, whole = unwrapped(screen), unwrapped(text)
-    assert "| `OLMoForCausalLM.tie_weights` |" in shown and "**Fix**" in screen  # the rows that ask for action
+    assert "| `OLMoForCausalLM`, `OLMoModel`, `OLMoForSequenceClassification`: `tie_weights` |" in shown  # acts,
+    assert "**Fix**" in screen  # in one row for the classes whose rows read alike
     assert "| `SFTTrainer.compute_loss` |" not in shown and "| `SFTTrainer.compute_loss` |" in whole  # the rest
     assert "**Keep 8**" in screen
 

@@ -70,10 +70,15 @@ def range_check(answer: SubjectConclusions, declared: Declared) -> RangeCheck:
             versions[row.label] = version
             broken.append(version)
     tested = tuple(sorted(set(versions.values()), key=Version))
-    harmful = tuple(  # not where the probes ran on stand-ins: the report itself does not stand by those
-        (o.name, tuple(sorted({versions[label] for label, c in o.by_release if c.kind == HARMFUL}, key=Version)))
-        for o in answer.overrides
-        if o.advice.caveat is None and any(c.kind == HARMFUL and label in versions for label, c in o.by_release)
+    # not where the probes ran on stand-ins, nor where what raised is the override's own (a refusal, a key its
+    # inputs lacked): the report itself does not stand by those
+    breaking = {
+        o: [label for label, c in o.by_release if c.kind == HARMFUL and not c.raised_by_it] for o in answer.overrides
+    }
+    harmful = tuple(
+        (o.name, tuple(sorted({versions[label] for label in labels}, key=Version)))
+        for o, labels in breaking.items()
+        if o.advice.caveat is None and any(label in versions for label in labels)
     )
     bad = {v for _, vs in harmful for v in vs} | set(broken)
     good = [v for v in tested if v not in bad]

@@ -244,19 +244,33 @@ def said_errors(report: Report) -> frozenset[str]:
     return frozenset(s.error for s in report.first.said)
 
 
-def grid_table(report: Report, grid: Grid) -> list[str]:
-    """A grid of rows, with its legend."""
+def grid_table(report: Report, grid: Grid, alike: bool = False) -> list[str]:
+    """A grid of rows, with its legend; `alike`: rows of one name that read alike in every column and in their
+    advice share one row, naming each class (colpali's three PaliGemma wrappers, each with the same six Deletes)."""
     order, above = report.order, health.said_above(report.health)
     columns = [versions_text(list(c), order, axis=i == 0) for i, c in enumerate(grid.columns)]
+    shared: dict[tuple, list[Row]] = {}
+    for row in grid.rows:
+        advice = f"**{row.override.advice.kind}**: {wording.reason(row.override, order, above=above)}"
+        key = (row.override.name, row.cells, advice) if alike and row.override.name else (id(row),)
+        shared.setdefault(key, []).append(row)
     rows = [
         [
-            Md(wording.name_of(row.override, grid.several) + (" (nothing audited)" if row.nothing_audited else "")),
-            *(wording.cell(kind) for kind in row.cells),
-            Md(f"**{row.override.advice.kind}**: {wording.reason(row.override, order, above=above)}"),
+            Md(_named(rows, grid.several) + (" (nothing audited)" if rows[0].nothing_audited else "")),
+            *(wording.cell(kind) for kind in rows[0].cells),
+            Md(f"**{rows[0].override.advice.kind}**: {wording.reason(rows[0].override, order, above=above)}"),
         ]
-        for row in grid.rows
+        for rows in shared.values()
     ]
     return [table(["override", *columns, "advice"], rows), "", inline(wording.legend(grid.kinds)), ""]
+
+
+def _named(rows: Sequence[Row], several: bool) -> str:
+    """What the first column calls rows that share it: `Class.name`, or `A`, `B`: `name`."""
+    if len(rows) == 1:
+        return wording.name_of(rows[0].override, several)
+    owners = ", ".join(wording.name_of_subject(row.override.target) for row in rows)
+    return f"{owners}: {wording.name_of(rows[0].override, False)}"
 
 
 def first_screen(report: Report) -> list[str]:
@@ -269,17 +283,17 @@ def first_screen(report: Report) -> list[str]:
     caution = caution_of(report)
     if caution:
         out += [inline(caution), ""]
-    out += grid_table(report, screen.grid) if screen.grid.rows else []
+    out += grid_table(report, screen.grid, alike=screen.grouped) if screen.grid.rows else []
     if screen.groups:
         out += [*(f"- {inline(screens.line(g, order, grid.several))}" for g in screen.groups), ""]
     deprecated = wording.deprecated_line(overrides, order, grid.several)
     if deprecated:
         out += [inline(deprecated), ""]
-    shipped = [
-        (f"{wording.name_of_subject(answer.target)}: " if grid.several else "") + line
-        for answer in report.subjects.values()
-        for line in wording.shipped_lines(answer, order, MARKDOWN, explained=explained(answer) | said_errors(report))
-    ]
+    classes: dict[str, list[str]] = {}  # what the class as shipped does across releases: said once for the classes
+    for answer in report.subjects.values():
+        for line in wording.shipped_lines(answer, order, MARKDOWN, explained=explained(answer) | said_errors(report)):
+            classes.setdefault(line, []).append(wording.name_of_subject(answer.target))
+    shipped = [(f"{', '.join(names)}: " if grid.several else "") + line for line, names in classes.items()]
     out += [*(f"- {inline(line)}" for line in shipped), ""] if shipped else []
     return out
 

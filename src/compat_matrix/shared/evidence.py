@@ -311,9 +311,8 @@ def judge(subject: SubjectResult, name: str) -> Judgement:
         return Judgement(name, ORPHANED, reason=orphaned, told_nothing=quiet)
     if evidence and name in UNSEEN:
         return Judgement(name, INCONCLUSIVE, reason=f"{name} {UNSEEN[name]}", told_nothing=quiet)
-    if evidence and (mapping := maps_keys(code_of(subject, name))):
-        why = f"{name} passes a key mapping (`{mapping}`), which {_CHECKPOINTS}"
-        return Judgement(name, INCONCLUSIVE, reason=why, told_nothing=quiet)
+    if evidence and maps_keys(code_of(subject, name)):  # it passes from_pretrained a key mapping
+        return Judgement(name, INCONCLUSIVE, reason=f"{name} {_CHECKPOINTS}", told_nothing=quiet)
     if evidence and (unwatched := _unwatched(subject, name)):
         return Judgement(name, INCONCLUSIVE, reason=unwatched, told_nothing=quiet)
     code = code_of(subject, name)
@@ -329,12 +328,12 @@ def judge(subject: SubjectResult, name: str) -> Judgement:
     return Judgement(name, INCONCLUSIVE, reason=why, told_nothing=quiet)
 
 
-def maps_keys(code: Code | None) -> str | None:
-    """The first statement of `code` that gives `from_pretrained` a mapping of checkpoint keys (colpali's
-    `key_mapping = super()._checkpoint_conversion_mapping`): what it decides, loading a checkpoint with other keys,
-    the probes never see (UNSEEN); None where none does."""
+def maps_keys(code: Code | None) -> bool:
+    """Whether `code` gives `from_pretrained` a mapping of checkpoint keys (colpali's `key_mapping =
+    super()._checkpoint_conversion_mapping`): what that decides, loading a checkpoint with other keys, the probes
+    never see (UNSEEN)."""
     texts = [text for _, unit in (code.units if code else ()) for _, text in unit]
-    return next((t for t in texts if "key_mapping" in t or "_checkpoint_conversion_mapping" in t), None)
+    return any("key_mapping" in t or "_checkpoint_conversion_mapping" in t for t in texts)
 
 
 def code_of(subject: SubjectResult, name: str) -> Code | None:
