@@ -72,12 +72,12 @@ def range_check(answer: SubjectConclusions, declared: Declared) -> RangeCheck:
     tested = tuple(sorted(set(versions.values()), key=Version))
     # not where the probes ran on stand-ins, nor where what raised is the override's own (a refusal, a key its
     # inputs lacked): the report itself does not stand by those
-    breaking = {
-        o: [label for label, c in o.by_release if c.kind == HARMFUL and not c.raised_by_it] for o in answer.overrides
-    }
+    breaking = [
+        (o, [label for label, c in o.by_release if c.kind == HARMFUL and not c.raised_by_it]) for o in answer.overrides
+    ]
     harmful = tuple(
         (o.name, tuple(sorted({versions[label] for label in labels}, key=Version)))
-        for o, labels in breaking.items()
+        for o, labels in breaking
         if o.advice.caveat is None and any(label in versions for label in labels)
     )
     bad = {v for _, vs in harmful for v in vs} | set(broken)
