@@ -151,6 +151,10 @@ def test_the_other_end_is_the_oldest_after_the_newest_and_the_newest_after_any_o
     assert starter.other_end(looks[:1], 0) is None
     same = [(looks[0][0], {"transformers": "5.24.0"}), (looks[2][0], {"transformers": "5.24.0"})]
     assert starter.other_end(same, 0) is None  # both values resolve to one release: nothing more to look at
+    # init looks newest first; where the newest cannot be installed and the next is looked into, the other end is
+    # the oldest, not the newest again (colpali's and chronos' init installed 5.25.0 twice and never looked at 5.3.0)
+    in_order = list(reversed(looks))
+    assert starter.other_end(in_order[1:], 0) == oldest
 
 
 def test_what_the_other_end_could_not_import_is_said_and_what_only_it_found_is_kept(tmp_path):

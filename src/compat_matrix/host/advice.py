@@ -1,5 +1,6 @@
 """What to do with one override, by documented rules, from its conclusion on every tested release (compat_matrix.host.
-conclude): Port where a release orphaned it after one where it did something (what it provided is gone there;
+conclude): Port where a release orphaned it after one where it did something worth keeping (what it provided is
+gone there; not where it broke a contract or was harmful on those older releases: porting would port the bug;
 releases older than those that read it are left out of the advice); Fix where it breaks only where transformers
 passes it what it cannot take and does its job elsewhere; Keep where any release needs it (and it is harmful on
 none), or it does its job wherever it behaves differently (and elsewhere changes nothing or is not established);
@@ -59,6 +60,15 @@ def _gone_later(rows: Sequence[tuple[str, Conclusion]]) -> bool:
     return ORPHANED in kinds and bool({NEEDED, DIFFERENTLY, HARMFUL} & set(kinds[kinds.index(ORPHANED) :]))
 
 
+def _worked_before(rows: Sequence[tuple[str, Conclusion]]) -> bool:
+    """Whether, on every release older than one it is orphaned on where it did something, what it did is worth
+    porting: it was needed, or behaved differently without breaking a contract (colpali's
+    `_checkpoint_conversion_mapping`, whose keys lose a layer in the class's own reload on 5.3, is no Port)."""
+    kinds = [c.kind for _, c in rows]
+    older = [c for _, c in rows[kinds.index(ORPHANED) :] if c.kind in (NEEDED, DIFFERENTLY, HARMFUL)]
+    return all(c.kind == NEEDED or (c.kind == DIFFERENTLY and not c.breaks) for c in older)
+
+
 def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
     # a pre-release that did not run (none to stand for, or it would not install) is no tested release
     rows = [(label, c) for label, c in rows if not (c.kind == COULD_NOT_RUN and early_label(label))]
@@ -73,8 +83,8 @@ def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
     if not ran:
         return Advice(AdviceKind.REVIEW, releases)
     if ORPHANED in ran and ran & {NEEDED, DIFFERENTLY, HARMFUL}:
-        if _gone_later(rows):
-            return Advice(AdviceKind.PORT, releases)  # what it did on some release is gone on a newer one
+        if _gone_later(rows):  # what it did on some release is gone on a newer one: port it, unless it broke there
+            return Advice(AdviceKind.PORT if _worked_before(rows) else AdviceKind.REVIEW, releases)
         # read only from some release on (trl's `loss_is_scaled_for_ga`, read from 5.19): advise by those, but
         # Delete only where the older releases deleted it too (one that did not audit it never ran without it)
         advised = _advise([(label, c) for label, c in rows if c.kind != ORPHANED])

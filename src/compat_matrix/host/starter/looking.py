@@ -102,7 +102,7 @@ def _look(
             continue
         installed = True
         if found.subjects:
-            other = other_end(start.cells, index)
+            other = other_end(start.cells[index:], 0)  # not the cells tried before it: they could not be installed
             if other is None:
                 return start, replace(found, uninstallable=tuple(failed))
             start, there, why = _look_into(start, *other, envdir, reports, log, environ)
