@@ -249,18 +249,18 @@ def grid_table(report: Report, grid: Grid, alike: bool = False) -> list[str]:
     advice share one row, naming each class (colpali's three PaliGemma wrappers, each with the same six Deletes)."""
     order, above = report.order, health.said_above(report.health)
     columns = [versions_text(list(c), order, axis=i == 0) for i, c in enumerate(grid.columns)]
-    shared: dict[tuple, list[Row]] = {}
+    shared: dict[tuple, list[Row]] = {}  # (name, cells, advice) -> its rows; a row of its own where not `alike`
     for row in grid.rows:
         advice = f"**{row.override.advice.kind}**: {wording.reason(row.override, order, above=above)}"
-        key = (row.override.name, row.cells, advice) if alike and row.override.name else (id(row),)
+        key = (row.override.name, row.cells, advice) if alike and row.override.name else (id(row), advice)
         shared.setdefault(key, []).append(row)
     rows = [
         [
             Md(_named(rows, grid.several) + (" (nothing audited)" if rows[0].nothing_audited else "")),
             *(wording.cell(kind) for kind in rows[0].cells),
-            Md(f"**{rows[0].override.advice.kind}**: {wording.reason(rows[0].override, order, above=above)}"),
+            Md(key[-1]),
         ]
-        for rows in shared.values()
+        for key, rows in shared.items()
     ]
     return [table(["override", *columns, "advice"], rows), "", inline(wording.legend(grid.kinds)), ""]
 

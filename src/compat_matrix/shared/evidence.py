@@ -19,7 +19,8 @@ contexts, that deleting it changes something or nothing. Pure functions.
   about the very override it no longer uses); else `inconclusive`, saying why. An attribute whose effect the
   probes cannot see (UNSEEN) is never `same`: one that only decides how checkpoints with other keys load (the
   probes reload what the class itself saved), the name of the model's main input (the probes feed token ids), and
-  those that decide what happens on several devices, in half precision or with another cache.
+  those that decide what happens on several devices, in half precision or with another cache; nor is a method
+  that gives `from_pretrained` a mapping of checkpoint keys.
 """
 
 from __future__ import annotations
@@ -311,7 +312,7 @@ def judge(subject: SubjectResult, name: str) -> Judgement:
         return Judgement(name, ORPHANED, reason=orphaned, told_nothing=quiet)
     if evidence and name in UNSEEN:
         return Judgement(name, INCONCLUSIVE, reason=f"{name} {UNSEEN[name]}", told_nothing=quiet)
-    if evidence and maps_keys(code_of(subject, name)):  # it passes from_pretrained a key mapping
+    if evidence and _maps_keys(code_of(subject, name)):  # it passes from_pretrained a key mapping
         return Judgement(name, INCONCLUSIVE, reason=f"{name} {_CHECKPOINTS}", told_nothing=quiet)
     if evidence and (unwatched := _unwatched(subject, name)):
         return Judgement(name, INCONCLUSIVE, reason=unwatched, told_nothing=quiet)
@@ -328,7 +329,7 @@ def judge(subject: SubjectResult, name: str) -> Judgement:
     return Judgement(name, INCONCLUSIVE, reason=why, told_nothing=quiet)
 
 
-def maps_keys(code: Code | None) -> bool:
+def _maps_keys(code: Code | None) -> bool:
     """Whether `code` gives `from_pretrained` a mapping of checkpoint keys (colpali's `key_mapping =
     super()._checkpoint_conversion_mapping`): what that decides, loading a checkpoint with other keys, the probes
     never see (UNSEEN)."""
