@@ -540,9 +540,11 @@ def test_an_error_the_override_raises_itself_does_not_narrow_the_declared_range(
         Observation("p", "lines", {"tie_weights": {"tie_weights@1": [2]}}, None, False),
     )
     code = (Code("tie_weights", "a.py", (("tie_weights@1", ((2, "raise TypeError('boom')"),)),)),)
-    results = package_results()
-    newer = replace(results[1].subjects[0], observations=own, code=code)
-    results[1] = replace(results[1], subjects=(newer, *results[1].subjects[1:]))
     declared = (Declared("transformers", "mylib", "1.0", ">=4.57.3"),)
-    (check,) = make_report(SPEC, results, declared=declared).ranges["mylib.a:A"]
-    assert check.harmful == () and "tie_weights" not in wording.range_line(check)
+    results = package_results()
+    for index in (1, 0):  # its own error on 5.24.0 alone is a break of that release; on both, its inputs' doing
+        raising = replace(results[index].subjects[0], observations=own, code=code)
+        results[index] = replace(results[index], subjects=(raising, *results[index].subjects[1:]))
+        (check,) = make_report(SPEC, results, declared=declared).ranges["mylib.a:A"]
+        assert (check.harmful == ()) == (index == 0)
+    assert "tie_weights" not in wording.range_line(check)

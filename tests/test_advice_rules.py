@@ -635,12 +635,33 @@ def test_a_key_error_of_its_own_lookup_is_said_as_its_own_and_is_no_delete():
     override = OverrideConclusions("m:C", "forward", tuple(OnRelease(*r) for r in rows), advise(rows))
     assert override.advice.kind == AdviceKind.REVIEW
     assert reason(override) == (
-        'harmful on 5.24.0 (the KeyError is its own: p = p * kwargs["attention_mask"] at line 88 reads a key the probe'
-        " did not pass; review what it needs)"
+        'harmful on 5.24.0 (the KeyError is its own: p = p * kwargs["attention_mask"] at line 88 reads a key it was'
+        " not given; review what it needs)"
     )
+    # a store, a guarded load, a list or a comment of the key raises no KeyError of its own
+    for text in (
+        'kwargs["attention_mask"] = m',
+        'm = kwargs["attention_mask"] if "attention_mask" in kwargs else 1',
+        'names = ["attention_mask"]',
+        'p = p * 2  # kwargs["attention_mask"]',
+    ):
+        unit = (("forward@74", ((84, "proj = self.proj(h)"), (88, text))),)
+        guarded = replace(result, code=(Code("forward", "m.py", unit),))
+        assert conclude_method(guarded, decide(guarded), "forward", {}).raised_by_it is None, text
     # a KeyError of another key, raised elsewhere, is not its own: deleting it fixes that
     other = replace(
         result, observations=(replace(observations[0], override="error: KeyError: 'labels'"), *observations[1:])
     )
     harmful = conclude_method(other, decide(other), "forward", {})
     assert harmful.raised_by_it is None and advise([("5.24.0", harmful)]).kind == AdviceKind.DELETE
+
+
+def test_port_asks_what_it_did_before_the_newest_orphaning_to_be_worth_porting():
+    """Port where what is gone was needed; Review where it was harmful (porting would port the bug); an older
+    stretch where it was orphaned too ends what counts (its harmful past before that is not what is gone now)."""
+    kind = ConclusionKind
+    gone, needed, harmful = Conclusion(kind.ORPHANED), Conclusion(kind.NEEDED), Conclusion(kind.HARMFUL)
+    assert advise([("5.24.0", gone), ("5.0.0", needed)]).kind == AdviceKind.PORT
+    assert advise([("5.24.0", gone), ("5.0.0", harmful)]).kind == AdviceKind.REVIEW
+    stretches = [("5.24.0", gone), ("5.0.0", needed), ("4.57.6", gone), ("4.45.2", harmful)]
+    assert advise(stretches).kind == AdviceKind.PORT

@@ -61,12 +61,15 @@ def _gone_later(rows: Sequence[tuple[str, Conclusion]]) -> bool:
 
 
 def _worked_before(rows: Sequence[tuple[str, Conclusion]]) -> bool:
-    """Whether, on every release older than one it is orphaned on where it did something, what it did is worth
-    porting: it was needed, or behaved differently without breaking a contract (colpali's
+    """Whether, on the releases older than the newest one it is orphaned on (up to an older stretch where it is
+    orphaned too) where it did something, what it did is worth porting: it was needed, or behaved differently
+    without breaking a contract or the class as shipped (colpali's
     `_checkpoint_conversion_mapping`, whose keys lose a layer in the class's own reload on 5.3, is no Port)."""
     kinds = [c.kind for _, c in rows]
-    older = [c for _, c in rows[kinds.index(ORPHANED) :] if c.kind in (NEEDED, DIFFERENTLY, HARMFUL)]
-    return all(c.kind == NEEDED or (c.kind == DIFFERENTLY and not c.breaks) for c in older)
+    start = kinds.index(ORPHANED)
+    end = next((i for i in range(start + 1, len(kinds)) if kinds[i] == ORPHANED and kinds[i - 1] != ORPHANED), None)
+    older = [c for _, c in rows[start:end] if c.kind in (NEEDED, DIFFERENTLY, HARMFUL)]  # up to an older orphaning
+    return all(c.kind == NEEDED or (c.kind == DIFFERENTLY and not c.breaks and not _broken(c)) for c in older)
 
 
 def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:

@@ -280,15 +280,18 @@ def own_raise(subject: SubjectResult, method: str, contrasts: Sequence[Contrast]
 
 
 def _raises(statement: str, error: str) -> bool:
-    """Whether `statement` raises `error` (`Type: message`) itself: a `raise Type`, or for `KeyError: 'k'` a
-    lookup of that key (`kwargs["k"]`)."""
+    """Whether `statement` raises `error` (`Type: message`) itself: a `raise Type`, or for `KeyError: 'k'` an
+    unguarded load of that key (`kwargs["k"]`; not a store, `kwargs["k"] = v`, nor one behind `"k" in kwargs`)."""
     kind, _, message = error.partition(":")
     raise_of = f"raise {kind}"
     if statement == raise_of or statement.startswith((raise_of + "(", raise_of + " ")):
         return True
     key = message.strip()  # as KeyError says it: quoted, `'attention_mask'`
-    quoted = len(key) > 2 and key[0] == key[-1] == "'"
-    return kind == "KeyError" and quoted and f"[{key}]" in statement.replace('"', "'")
+    if kind != "KeyError" or not (len(key) > 2 and key[0] == key[-1] == "'"):
+        return False
+    code = statement.replace('"', "'").split("  #")[0]
+    loads = re.search(rf"[\w)\]]\[\s*{re.escape(key)}\s*\](?!\s*=(?!=))", code)
+    return bool(loads) and not re.search(rf"{re.escape(key)}\s+in\b", code)
 
 
 _UNEXPECTED = re.compile(r"\b(\w+)\(\) got an unexpected keyword argument '(\w+)'")

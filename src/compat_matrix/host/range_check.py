@@ -1,5 +1,6 @@
 """Whether a declared range is honest for one subject: every tested release that breaks it (an audited override
-harmful there, or the class as shipped unimportable) lies outside the range, and the range the measurements support."""
+harmful there, unless on every release the error is its own, or the class as shipped unimportable) lies outside the
+range, and the range the measurements support."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from dataclasses import dataclass
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from compat_matrix.host.conclude import HARMFUL
-from compat_matrix.host.overrides import SubjectConclusions
+from compat_matrix.host.conclude import COULD_NOT_RUN, HARMFUL
+from compat_matrix.host.overrides import OverrideConclusions, SubjectConclusions
 from compat_matrix.host.releases import public
 from compat_matrix.host.spec import Declared
 from compat_matrix.shared.vocabulary import Status
@@ -70,15 +71,15 @@ def range_check(answer: SubjectConclusions, declared: Declared) -> RangeCheck:
             versions[row.label] = version
             broken.append(version)
     tested = tuple(sorted(set(versions.values()), key=Version))
-    # not where the probes ran on stand-ins, nor where what raised is the override's own (a refusal, a key its
-    # inputs lacked): the report itself does not stand by those
+    # not where the probes ran on stand-ins, nor where on every release that ran what raised is the override's own
+    # (a refusal, a key its inputs lacked): the report itself does not stand by those
     breaking = [
-        (o, [label for label, c in o.by_release if c.kind == HARMFUL and not c.raised_by_it]) for o in answer.overrides
+        (o, [label for label, c in o.by_release if c.kind == HARMFUL and label in versions])
+        for o in answer.overrides
+        if o.advice.caveat is None and not _own_everywhere(o)
     ]
     harmful = tuple(
-        (o.name, tuple(sorted({versions[label] for label in labels}, key=Version)))
-        for o, labels in breaking
-        if o.advice.caveat is None and any(label in versions for label in labels)
+        (o.name, tuple(sorted({versions[label] for label in labels}, key=Version))) for o, labels in breaking if labels
     )
     bad = {v for _, vs in harmful for v in vs} | set(broken)
     good = [v for v in tested if v not in bad]
@@ -88,6 +89,13 @@ def range_check(answer: SubjectConclusions, declared: Declared) -> RangeCheck:
         upto = [v for v in good if not above or Version(v) < Version(above[0])]
         supported = f"=={good[0]}" if good[0] == upto[-1] else f">={good[0]},<={upto[-1]}"
     return RangeCheck(declared, tested, harmful, tuple(sorted(set(broken), key=Version)), supported)
+
+
+def _own_everywhere(override: OverrideConclusions) -> bool:
+    """Whether on every release that ran it the class as shipped raised an error of the override's own: its
+    probes' inputs, not a release, decide that (colpali's `forward` wants a mask no probe gives)."""
+    ran = [c for _, c in override.by_release if c.kind != COULD_NOT_RUN]
+    return bool(ran) and all(c.kind == HARMFUL and c.raised_by_it for c in ran)
 
 
 def _version(text: str | None) -> str | None:

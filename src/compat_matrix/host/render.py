@@ -269,8 +269,7 @@ def _named(rows: Sequence[Row], several: bool) -> str:
     """What the first column calls rows that share it: `Class.name`, or `A`, `B`: `name`."""
     if len(rows) == 1:
         return wording.name_of(rows[0].override, several)
-    owners = ", ".join(wording.name_of_subject(row.override.target) for row in rows)
-    return f"{owners}: {wording.name_of(rows[0].override, False)}"
+    return f"{screens.classes([row.override.target for row in rows])}: {wording.name_of(rows[0].override, False)}"
 
 
 def first_screen(report: Report) -> list[str]:

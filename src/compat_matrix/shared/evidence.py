@@ -329,12 +329,15 @@ def judge(subject: SubjectResult, name: str) -> Judgement:
     return Judgement(name, INCONCLUSIVE, reason=why, told_nothing=quiet)
 
 
+_KEY_MAPPING = re.compile(r"\b(?:key_mapping|_checkpoint_conversion_mapping)\b")
+
+
 def _maps_keys(code: Code | None) -> bool:
-    """Whether `code` gives `from_pretrained` a mapping of checkpoint keys (colpali's `key_mapping =
-    super()._checkpoint_conversion_mapping`): what that decides, loading a checkpoint with other keys, the probes
-    never see (UNSEEN)."""
-    texts = [text for _, unit in (code.units if code else ()) for _, text in unit]
-    return any("key_mapping" in t or "_checkpoint_conversion_mapping" in t for t in texts)
+    """Whether `code` names a mapping of checkpoint keys, as a `from_pretrained` that passes one does (colpali's
+    `key_mapping = super()._checkpoint_conversion_mapping`): what that decides, loading a checkpoint with other
+    keys, the probes never see (UNSEEN). Comments left out."""
+    texts = [text.split("#")[0] for _, unit in (code.units if code else ()) for _, text in unit]
+    return any(_KEY_MAPPING.search(t) for t in texts)
 
 
 def code_of(subject: SubjectResult, name: str) -> Code | None:

@@ -258,7 +258,7 @@ def _own_error(own: tuple[int, str], style: Style) -> str:
     line, text = own[0], own[1].split("  #")[0]  # without its comment
     if not text.startswith("raise "):
         return (
-            f" (the KeyError is its own: {style.code(text)} at line {line} reads a key the probe did not pass;"
+            f" (the KeyError is its own: {style.code(text)} at line {line} reads a key it was not given;"
             " review what it needs)"
         )
     raised = text.removeprefix("raise ").split("(")[0].strip()
