@@ -240,6 +240,9 @@ def test_one_screen_at_library_scale():
     shown, whole = unwrapped(screen), unwrapped(text)
     assert "| `OLMoForCausalLM`, `OLMoModel`, `OLMoForSequenceClassification`: `tie_weights` |" in shown  # acts,
     assert "**Fix**" in screen  # in one row for the classes whose rows read alike
+    assert "| `ValueHeadLM`, `RewardHead`, `PolicyLM`, `CriticLM`: `_init_weights` |" in shown
+    assert "| `LegacyLM.prepare_inputs_for_generation` |" in shown  # a Delete of another name keeps its row
+    assert "| `LegacyLM._update_causal_mask` |" in shown  # and so does a row of another advice
     assert "| `SFTTrainer.compute_loss` |" not in shown and "| `SFTTrainer.compute_loss` |" in whole  # the rest
     assert "**Keep 8**" in screen
 
