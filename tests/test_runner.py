@@ -429,3 +429,16 @@ def test_a_per_name_variant_that_crashes_makes_its_name_inconclusive_and_keeps_t
     assert hello.verdict == evidence.INCONCLUSIVE and "base without hello gave no values (crashed" in hello.reason
     bye = evidence.judge(result, "bye")
     assert bye.verdict == evidence.DIFFERS and [(o.override, o.base) for o in bye.differing] == [("bye", "base bye")]
+
+
+def test_the_subjects_modules_see_no_command_line(monkeypatch, capsys):
+    """angle-emb ships `scripts.push_bert_model`, which at import reads a model path and a hub name from four
+    arguments: `init`'s `--discover angle-emb OUT.json` made it load a model and try to push it. The runner's own
+    arguments are taken, then hidden."""
+    from compat_matrix.cell import runner
+
+    monkeypatch.setattr("sys.argv", ["-m", "--discover", "angle-emb", "out.json"])
+    assert runner.main(["one argument"]) == 2  # its usage line
+    import sys
+
+    assert sys.argv == ["-m"]

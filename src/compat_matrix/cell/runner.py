@@ -197,7 +197,7 @@ def unimportable(failed: dict[str, tuple[str, Clash | None]]) -> str | None:
 
 def top_modules(distribution: str) -> list[str]:
     """The top-level modules and packages an installed distribution holds (its `top_level.txt`, else the files it
-    installed), tests and private ones left out."""
+    installed), tests, scripts and private ones left out."""
     dist = importlib.metadata.distribution(distribution)
     listed = (dist.read_text("top_level.txt") or "").split()
     if not listed:
@@ -206,7 +206,7 @@ def top_modules(distribution: str) -> list[str]:
             if (len(file.parts) > 1 and not top.endswith((".dist-info", ".data"))) or file.suffix == ".py":
                 listed.append(top.removesuffix(".py"))
     kept = [m for m in dict.fromkeys(listed) if m.isidentifier() and not m.startswith("_")]
-    return [m for m in kept if m not in ("test", "tests", "docs", "examples", "benchmarks")]
+    return [m for m in kept if m not in ("test", "tests", "docs", "examples", "benchmarks", "scripts")]
 
 
 def discover_distribution(distribution: str, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
@@ -248,6 +248,9 @@ def discover_distribution(distribution: str, timeout: float = DEFAULT_TIMEOUT) -
 
 
 def main(argv: list[str]) -> int:
+    # What the subject's modules see of the command line: nothing. A script shipped in the package (angle-emb's
+    # `scripts.push_bert_model`, which reads a model path and a hub name from four arguments) runs at import.
+    sys.argv[1:] = []
     if len(argv) == 3 and argv[0] == "--discover":  # compat-matrix init: what a distribution holds
         write_json_atomic(Path(argv[2]), discover_distribution(argv[1]))
         return 0
