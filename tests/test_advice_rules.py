@@ -663,5 +663,8 @@ def test_port_asks_what_it_did_before_the_newest_orphaning_to_be_worth_porting()
     gone, needed, harmful = Conclusion(kind.ORPHANED), Conclusion(kind.NEEDED), Conclusion(kind.HARMFUL)
     assert advise([("5.24.0", gone), ("5.0.0", needed)]).kind == AdviceKind.PORT
     assert advise([("5.24.0", gone), ("5.0.0", harmful)]).kind == AdviceKind.REVIEW
+    rows = [("5.24.0", gone), ("5.0.0", harmful)]
+    override = OverrideConclusions("m:C", "x", tuple(OnRelease(*r) for r in rows), advise(rows))
+    assert reason(override) == "harmful on 5.0.0; orphaned on 5.24.0"  # the Review says where it is gone
     stretches = [("5.24.0", gone), ("5.0.0", needed), ("4.57.6", gone), ("4.45.2", harmful)]
     assert advise(stretches).kind == AdviceKind.PORT

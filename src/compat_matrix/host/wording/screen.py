@@ -246,6 +246,8 @@ def reason(
         said[-1] += _own_error(own, style)
     if advice.on(UNKNOWN):
         said.append(f"not established on {on(UNKNOWN)}")
+    if set(advice.on(ORPHANED)) - set(override.untested):  # a release audited it and uses it no more: say where
+        said.append(f"orphaned on {on(ORPHANED)}")
     return "; ".join(said) or "review it"
 
 
