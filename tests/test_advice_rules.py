@@ -114,6 +114,11 @@ def over(*cells: SubjectResult) -> OverrideConclusions:
     return OverrideConclusions("m:ValueHeadLM", TIE, tuple(by_release), advise(by_release))
 
 
+def advised(target: str, name: str, rows: list[tuple[str, Conclusion]]) -> OverrideConclusions:
+    """One override's conclusions on these (label, conclusion) rows, newest first, and the advice on them."""
+    return OverrideConclusions(target, name, tuple(OnRelease(*r) for r in rows), advise(rows))
+
+
 def reason(override: OverrideConclusions) -> str:
     return wording.reason(override, [label for label, _ in override.by_release], wording.PLAIN)
 
@@ -533,7 +538,7 @@ def test_keep_where_it_does_its_job_on_some_releases_and_elsewhere_changes_nothi
     job = over(cell(broken=False)).by_release[0].conclusion
     same, unknown = Conclusion(ConclusionKind.REDUNDANT), Conclusion(ConclusionKind.UNKNOWN, why="never ran")
     rows = [("5.2.0", same), ("5.1.0", job), ("5.0.0", unknown)]
-    override = OverrideConclusions("m:ValueHeadLM", TIE, tuple(OnRelease(*r) for r in rows), advise(rows))
+    override = advised("m:ValueHeadLM", TIE, rows)
     assert override.advice.kind == AdviceKind.KEEP
     assert reason(override) == (
         "it does its job: deleting it changes build and init on 5.1.0; changes nothing on 5.2.0;"
@@ -553,7 +558,7 @@ def test_a_call_of_transformers_it_cannot_take_that_no_run_showed_is_said_with_i
     result = SubjectResult("m:T", ("create_optimizer",), observations=(calls,), probes=("transformers_calls",))
     judged = conclude_method(result, decide(result), "create_optimizer", {})
     rows = [("5.3.0", judged)]
-    override = OverrideConclusions("m:T", "create_optimizer", tuple(OnRelease(*r) for r in rows), advise(rows))
+    override = advised("m:T", "create_optimizer", rows)
     assert override.advice.kind == AdviceKind.REVIEW
     assert reason(override) == (
         "on 5.3.0 transformers calls create_optimizer(…) at trainer.py:1592, which it cannot take: accept what it"
@@ -579,7 +584,7 @@ def test_an_error_the_override_raises_itself_is_said_as_its_own_with_its_line():
     judged = conclude_method(result, decide(result), enable, {"kwargs_forwarded": "checkpoint kwargs"})
     assert judged.raised_by_it == (1981, "raise ValueError(")
     rows = [("4.57.6", judged)]
-    override = OverrideConclusions("m:B", enable, tuple(OnRelease(*r) for r in rows), advise(rows))
+    override = advised("m:B", enable, rows)
     assert judged.kind == ConclusionKind.HARMFUL and override.advice.kind == AdviceKind.REVIEW  # not Delete
     assert reason(override) == (
         "harmful on 4.57.6 (it raises the ValueError itself: raise ValueError( at line 1981; review whether that"
@@ -607,7 +612,7 @@ def test_a_value_one_side_never_reached_is_no_break_of_the_contract_and_a_forwar
     calls = Observation("transformers_calls", "forward", {"calls": 9, "cannot_take": [site]}, None)
     only = SubjectResult("m:R", ("forward",), observations=(calls,), probes=("transformers_calls",))
     rows = [("5.24.0", conclude_method(only, decide(only), "forward", {}))]
-    override = OverrideConclusions("m:R", "forward", tuple(OnRelease(*r) for r in rows), advise(rows))
+    override = advised("m:R", "forward", rows)
     assert "activations.py" not in reason(override)
 
 
@@ -627,12 +632,9 @@ def test_a_key_error_of_its_own_lookup_is_said_as_its_own_and_is_no_delete():
     )
     result = SubjectResult("m:ColGemma3", ("forward",), observations=observations, probes=("p",), code=(code,))
     judged = conclude_method(result, decide(result), "forward", {})
-    assert judged.kind == ConclusionKind.HARMFUL and judged.raised_by_it == (
-        88,
-        'p = p * kwargs["attention_mask"]  # mask',
-    )
+    assert judged.kind == ConclusionKind.HARMFUL and judged.raised_by_it == (88, 'p = p * kwargs["attention_mask"]')
     rows = [("5.24.0", judged)]
-    override = OverrideConclusions("m:C", "forward", tuple(OnRelease(*r) for r in rows), advise(rows))
+    override = advised("m:C", "forward", rows)
     assert override.advice.kind == AdviceKind.REVIEW
     assert reason(override) == (
         'harmful on 5.24.0 (the KeyError is its own: p = p * kwargs["attention_mask"] at line 88 reads a key it was'
@@ -664,7 +666,7 @@ def test_port_asks_what_it_did_before_the_newest_orphaning_to_be_worth_porting()
     assert advise([("5.24.0", gone), ("5.0.0", needed)]).kind == AdviceKind.PORT
     assert advise([("5.24.0", gone), ("5.0.0", harmful)]).kind == AdviceKind.REVIEW
     rows = [("5.24.0", gone), ("5.0.0", harmful)]
-    override = OverrideConclusions("m:C", "x", tuple(OnRelease(*r) for r in rows), advise(rows))
+    override = advised("m:C", "x", rows)
     assert reason(override) == "harmful on 5.0.0; orphaned on 5.24.0"  # the Review says where it is gone
     stretches = [("5.24.0", gone), ("5.0.0", needed), ("4.57.6", gone), ("4.45.2", harmful)]
     assert advise(stretches).kind == AdviceKind.PORT

@@ -151,10 +151,24 @@ def test_the_other_end_is_the_oldest_after_the_newest_and_the_newest_after_any_o
     assert starter.other_end(looks[:1], 0) is None
     same = [(looks[0][0], {"transformers": "5.24.0"}), (looks[2][0], {"transformers": "5.24.0"})]
     assert starter.other_end(same, 0) is None  # both values resolve to one release: nothing more to look at
-    # init looks newest first; where the newest cannot be installed and the next is looked into, the other end is
-    # the oldest, not the newest again (colpali's and chronos' init installed 5.25.0 twice and never looked at 5.3.0)
-    in_order = list(reversed(looks))
-    assert starter.other_end(in_order[1:], 0) == oldest
+
+
+def test_where_the_newest_cannot_be_installed_init_looks_at_the_next_and_then_the_oldest(tmp_path, monkeypatch):
+    """colpali's and chronos' init installed the uninstallable 5.25.0 twice and never looked at the oldest."""
+    spec = write(tmp_path, '"4.57.x", "5.0.x", "5.x"')
+    pins = [{"transformers": "4.57.6"}, {"transformers": "5.0.0"}, {"transformers": "5.24.0"}]
+    newest_first = tuple(reversed(list(zip(cells(spec), pins, strict=True))))
+    start = starter.Start(starter.Asked("m"), spec.path, "m==1", OLMO, spec, spec.axes, newest_first, None)
+    looked: list[str] = []
+    classes = starter.Found({"m": "1"}, (Discovery("m", ("m:A",)),), {}, {})
+
+    def look_into(start, cell, pins, *rest):
+        looked.append(pins["transformers"])
+        return (start, None, "cannot be installed") if pins["transformers"] == "5.24.0" else (start, classes, None)
+
+    monkeypatch.setattr(looking, "_look_into", look_into)
+    looking._look(start, tmp_path, tmp_path, print, {})
+    assert looked == ["5.24.0", "5.0.0", "4.57.6"]
 
 
 def test_what_the_other_end_could_not_import_is_said_and_what_only_it_found_is_kept(tmp_path):

@@ -262,8 +262,8 @@ def own_raise(subject: SubjectResult, method: str, contrasts: Sequence[Contrast]
     """Where the class as shipped raised in a probe and the base did not: a `raise` of that error's type in the
     override's own code that ran as shipped in that probe (adapters' `gradient_checkpointing_enable`, whose `raise
     ValueError(` refuses `use_reentrant=True`), or for `KeyError: 'k'` its own lookup of that key (colpali's
-    `forward`, whose `kwargs["attention_mask"]` wants an input the probe does not give): (its line, its text);
-    None where none did."""
+    `forward`, whose `kwargs["attention_mask"]` wants an input the probe does not give): (its line, its text
+    without its comment); None where none did."""
     code = evidence.code_of(subject, method)
     if code is None:
         return None
@@ -274,14 +274,15 @@ def own_raise(subject: SubjectResult, method: str, contrasts: Sequence[Contrast]
             continue
         lines = (ran.get(c.observation.probe) or {}).get(method, {})
         for line in sorted(n for numbers in lines.values() for n in numbers):
-            if _raises(statements.get(line, ""), c.error):
-                return line, statements[line]
+            if _raises(statement := evidence.uncommented(statements.get(line, "")), c.error):
+                return line, statement
     return None
 
 
 def _raises(statement: str, error: str) -> bool:
-    """Whether `statement` raises `error` (`Type: message`) itself: a `raise Type`, or for `KeyError: 'k'` an
-    unguarded load of that key (`kwargs["k"]`; not a store, `kwargs["k"] = v`, nor one behind `"k" in kwargs`)."""
+    """Whether `statement` (without its comment) raises `error` (`Type: message`) itself: a `raise Type`, or for
+    `KeyError: 'k'` an unguarded load of that key (`kwargs["k"]`; not a store, `kwargs["k"] = v`, nor one behind
+    `"k" in kwargs`)."""
     kind, _, message = error.partition(":")
     raise_of = f"raise {kind}"
     if statement == raise_of or statement.startswith((raise_of + "(", raise_of + " ")):
@@ -289,7 +290,7 @@ def _raises(statement: str, error: str) -> bool:
     key = message.strip()  # as KeyError says it: quoted, `'attention_mask'`
     if kind != "KeyError" or not (len(key) > 2 and key[0] == key[-1] == "'"):
         return False
-    code = statement.replace('"', "'").split("  #")[0]
+    code = statement.replace('"', "'")
     loads = re.search(rf"[\w)\]]\[\s*{re.escape(key)}\s*\](?!\s*=(?!=))", code)
     return bool(loads) and not re.search(rf"{re.escape(key)}\s+in\b", code)
 

@@ -312,11 +312,11 @@ def judge(subject: SubjectResult, name: str) -> Judgement:
         return Judgement(name, ORPHANED, reason=orphaned, told_nothing=quiet)
     if evidence and name in UNSEEN:
         return Judgement(name, INCONCLUSIVE, reason=f"{name} {UNSEEN[name]}", told_nothing=quiet)
-    if evidence and _maps_keys(code_of(subject, name)):  # it passes from_pretrained a key mapping
+    code = code_of(subject, name)
+    if evidence and _maps_keys(code):  # it passes from_pretrained a key mapping
         return Judgement(name, INCONCLUSIVE, reason=f"{name} {_CHECKPOINTS}", told_nothing=quiet)
     if evidence and (unwatched := _unwatched(subject, name)):
         return Judgement(name, INCONCLUSIVE, reason=unwatched, told_nothing=quiet)
-    code = code_of(subject, name)
     missing = never_ran(code, ran) if evidence and code else ()
     if missing:
         why = f"{statements_text(missing)} as shipped in a probe that observed something"
@@ -336,8 +336,13 @@ def _maps_keys(code: Code | None) -> bool:
     """Whether `code` names a mapping of checkpoint keys, as a `from_pretrained` that passes one does (colpali's
     `key_mapping = super()._checkpoint_conversion_mapping`): what that decides, loading a checkpoint with other
     keys, the probes never see (UNSEEN). Comments left out."""
-    texts = [text.split("#")[0] for _, unit in (code.units if code else ()) for _, text in unit]
+    texts = [uncommented(text) for _, unit in (code.units if code else ()) for _, text in unit]
     return any(_KEY_MAPPING.search(t) for t in texts)
+
+
+def uncommented(statement: str) -> str:
+    """A watched statement without its trailing comment (`x = 1  # why`), as its code."""
+    return statement.split("  #")[0]
 
 
 def code_of(subject: SubjectResult, name: str) -> Code | None:

@@ -257,7 +257,7 @@ GENERIC_CALLS = frozenset({"forward", "__call__"})  # names transformers calls o
 def _own_error(own: tuple[int, str], style: Style) -> str:
     """What raised as shipped, said as the override's own: a refusal (`raise ValueError(`), or a lookup of a key
     what it was given lacked (`kwargs["attention_mask"]`)."""
-    line, text = own[0], own[1].split("  #")[0]  # without its comment
+    line, text = own
     if not text.startswith("raise "):
         return (
             f" (the KeyError is its own: {style.code(text)} at line {line} reads a key it was not given;"
