@@ -596,6 +596,56 @@ def test_an_error_the_override_raises_itself_is_said_as_its_own_with_its_line():
     assert harmful.raised_by_it is None and advise([("4.57.6", harmful)]).kind == AdviceKind.DELETE
 
 
+def refusing(error: str, recomputed: tuple[str, str]) -> SubjectResult:
+    """One release of adapters' `gradient_checkpointing_enable` on 4.57: `error` as shipped where the probe asks for
+    `use_reentrant=True` (its own `raise ValueError(` at line 1981 ran there); elsewhere it hands torch's checkpoint
+    a context of its own and `use_reentrant=False`, and the backward recomputes `recomputed` (shipped, base)."""
+    enable = "gradient_checkpointing_enable"
+    code = Code(
+        enable, "m.py", ((f"{enable}@1955", ((1980, "if kwargs['use_reentrant']:"), (1981, "raise ValueError("))),)
+    )
+    lines = {enable: {f"{enable}@1955": [1980, 1981]}}
+
+    def step(reentrant: bool, context: str) -> dict:
+        return {"checkpoint_kwargs": [{"context_fn": context, "use_reentrant": reentrant}], "steps": 1}
+
+    observations = (
+        Observation("kwargs_forwarded", "error", error, None),
+        Observation("kwargs_forwarded", "reached", [enable], [enable], False),
+        Observation("kwargs_forwarded", "lines", lines, None, False),
+        Observation("backward_through_checkpointed_model", "recomputed_layers", *recomputed, contract=True),
+        Observation("trainer_step", "default", step(False, "adapters' context"), step(True, "noop"), contract=True),
+        Observation("trainer_step", "reached", [enable], [enable], False),
+    )
+    return SubjectResult("m:BertAdapterModel", (enable,), observations=observations, probes=("p",), code=(code,))
+
+
+def test_an_override_that_refuses_one_input_itself_and_keeps_what_the_base_loses_elsewhere_is_kept():
+    """adapters' `gradient_checkpointing_enable` refuses `use_reentrant=True` with a `raise` of its own; elsewhere,
+    without it, a model whose adapters are trained recomputes no layer in the backward (checked by hand on 4.57.6:
+    deleted, the backward raises "element 0 of tensors does not require grad"). The refusal is its decision, not
+    a break; against a base that loses a contract, its other kwargs are how it keeps it: Keep, saying the refusal.
+    Not where the error is not its own, where the base loses nothing, nor where it recomputes fewer layers."""
+    enable = "gradient_checkpointing_enable"
+    refused = "ValueError: Gradient checkpointing with use_reentrant=True is not supported."
+    titles = {"backward_through_checkpointed_model": "gradients with checkpointing on"}
+
+    def advice(result: SubjectResult) -> OverrideConclusions:
+        return advised("m:B", enable, [("4.57.6", conclude_method(result, decide(result), enable, titles))])
+
+    kept = advice(refusing(refused, ("2/2", "0/2")))
+    assert kept.advice.kind == AdviceKind.KEEP
+    assert reason(kept) == (
+        "it does its job: deleting it changes gradients with checkpointing on and trainer step on 4.57.6 (it raises"
+        " the ValueError itself: raise ValueError( at line 1981; review whether that refusal still holds)"
+    )
+    assert advice(refusing("KeyError: 'x'", ("2/2", "0/2"))).advice.kind == AdviceKind.REVIEW  # not its own
+    # the base recomputes every layer too: the kwargs it invents break what the Trainer gives torch's checkpoint
+    assert advice(refusing(refused, ("2/2", "2/2"))).advice.kind == AdviceKind.REVIEW
+    fewer = advice(refusing(refused, ("1/2", "2/2")))
+    assert fewer.advice.kind == AdviceKind.REVIEW and "breaks gradients with checkpointing on" in reason(fewer)
+
+
 def test_a_value_one_side_never_reached_is_no_break_of_the_contract_and_a_forward_call_names_no_site():
     """simpletransformers' DPR encoders on 5.x: as shipped the forward raises, so the reload's outputs are never
     compared (`same_outputs` has no value), where without the override they are the same. The failure is the

@@ -86,6 +86,7 @@ class Conclusion:
     untested: bool = False
     # where the class as shipped raised: the override's own `raise` of that error that ran there, `(line, text)`
     raised_by_it: tuple[int, str] | None = None
+    refused: tuple[str, ...] = ()  # the probes whose error as shipped is the override's own (own_raises)
 
     @property
     def shipped_works(self) -> bool:
@@ -97,7 +98,12 @@ class Conclusion:
     def breaks(self) -> tuple[Contrast, ...]:
         """The differences in what holds the audited API's contract (the layers a switch turns on, a reload that
         keeps every tensor): there the override gives what no correct one does. Not where it gives more than the
-        base and keeps what the base gives (keeps_contract)."""
+        base and keeps what the base gives (keeps_contract), nor anywhere on a release where the base loses a contract
+        the override keeps (`base_loses`): a base that fails one contract is no reference for the others (adapters'
+        `gradient_checkpointing_enable` on 4.57, without which no layer of a model with frozen embeddings is
+        recomputed: the kwargs it gives torch's checkpoint instead are how it keeps that contract)."""
+        if any(base_loses(c.observation) for c in self.contrasts):
+            return ()
         return tuple(
             c
             for c in self.contrasts
@@ -110,9 +116,15 @@ class Conclusion:
         saw: a signature, transformers' calls), and the class as shipped ran and kept every contract the probes
         check: what differs may be what the override is for. Beside the other overrides only (coupled) where
         deleting it alone loses a contract the class as shipped keeps (`keeps_alone`): gliner's `training_step`,
-        without which two accumulated batches no longer equal one of both."""
-        read_only = bool(self.contrasts) and all(c.observation.probe in INSPECTS for c in self.contrasts)
-        works = self.shipped_works and (not self.coupled or self.keeps_alone) and not self.breaks
+        without which two accumulated batches no longer equal one of both. Its own refusals aside (`refused`: a probe
+        whose input its own `raise` turns down, as adapters' `gradient_checkpointing_enable` refuses
+        `use_reentrant=True`): that is a decision of its own, not a break, and the probes it took must show its job."""
+        rest = [c for c in self.contrasts if c.observation.probe not in self.refused]
+        if self.refused and not rest:
+            return False
+        read_only = bool(rest) and all(c.observation.probe in INSPECTS for c in rest)
+        runs = not any(error_of(c.observation, c.observation.override) for c in rest)
+        works = runs and (not self.coupled or self.keeps_alone) and not self.breaks
         return self.kind == DIFFERENTLY and not read_only and works
 
     @property
@@ -123,6 +135,7 @@ class Conclusion:
 
 ACCESSORS, LOGGED = "no_arguments", ("trainer_log", "keys")  # the probes whose contract an override may exceed
 ACCUMULATED = ("trainer_accumulation", "as_one_batch")  # an accumulated step that equals one batch of both
+RECOMPUTED = ("backward_through_checkpointed_model", "recomputed_layers")  # `2/2`: layers run again in backward
 # The observations of a reload that hold or fail its contract whole: every tensor survived, nothing was missing or
 # unexpected, the outputs were the same (True, or nothing listed) — else what was lost.
 RELOAD, WHOLE = "save_and_load", ("loading_info", "state_survived", "same_outputs")
@@ -143,8 +156,10 @@ def keeps_contract(observation: Observation) -> bool:
     which a training forward pass uses, where the base finds nothing (None, or the model itself); a `log` that logs
     every key the base logs and more; a step accumulated over two batches that equals one over both, where the
     base's does not (trl's `loss_is_scaled_for_ga`). None of them is broken; what it adds may be what the override
-    is for."""
+    is for; a checkpointed backward that recomputes every layer, where the base's recomputes fewer."""
     override, base = observation.override, observation.base
+    if (observation.probe, observation.name) == RECOMPUTED:
+        return _every(override) and not _every(base)
     if observation.probe == RELOAD and observation.name in WHOLE:
         return whole(override) and not whole(base)
     if observation.probe == ACCESSORS and observation.name.startswith("get_") and isinstance(override, dict):
@@ -157,6 +172,18 @@ def keeps_contract(observation: Observation) -> bool:
     if (observation.probe, observation.name) == LOGGED and isinstance(override, list) and isinstance(base, list):
         return set(base) < set(override)
     return False
+
+
+def _every(value: Any) -> bool:
+    """Whether a fraction as the probes record it (`2/2`) is all of at least one."""
+    part, _, whole_ = str(value).partition("/")
+    return part.isdigit() and part == whole_ and int(part) > 0
+
+
+def base_loses(observation: Observation) -> bool:
+    """Whether the base loses a contract the override keeps in this observation (keeps_contract): not a `log` that
+    logs more, where the base's keys are all there."""
+    return keeps_contract(observation) and (observation.probe, observation.name) != LOGGED
 
 
 def error_of(observation: Observation, value: Any) -> str | None:
@@ -236,9 +263,14 @@ def conclude_method(subject: SubjectResult | None, verdict: Verdict, method: str
     if judged.verdict == evidence.DIFFERS:
         found = from_contrasts([contrast(o, _title(o, titles)) for o in judged.differing])
         coupled = judged.context == evidence.WITH_REST and _alike_all_deleted(subject, judged.differing)
-        own = own_raise(subject, method, found.contrasts)
+        own = own_raises(subject, method, found.contrasts)
         return replace(
-            found, context=judged.context, fix=fix_of(subject, method, titles), coupled=coupled, raised_by_it=own
+            found,
+            context=judged.context,
+            fix=fix_of(subject, method, titles),
+            coupled=coupled,
+            raised_by_it=own[0][1:] if own else None,
+            refused=tuple(probe for probe, _, _ in own),
         )
     if judged.verdict == evidence.SAME:
         jointly = evidence.together(subject) if method in evidence.redundant(subject) else ()
@@ -258,25 +290,27 @@ def _alike_all_deleted(subject: SubjectResult, differing: Sequence[Observation])
     return all((o.probe, o.name) in shipped and shipped[o.probe, o.name].same for o in differing)
 
 
-def own_raise(subject: SubjectResult, method: str, contrasts: Sequence[Contrast]) -> tuple[int, str] | None:
+def own_raises(subject: SubjectResult, method: str, contrasts: Sequence[Contrast]) -> tuple[tuple[str, int, str], ...]:
     """Where the class as shipped raised in a probe and the base did not: a `raise` of that error's type in the
     override's own code that ran as shipped in that probe (adapters' `gradient_checkpointing_enable`, whose `raise
     ValueError(` refuses `use_reentrant=True`), or for `KeyError: 'k'` its own lookup of that key (colpali's
-    `forward`, whose `kwargs["attention_mask"]` wants an input the probe does not give): (its line, its text
-    without its comment); None where none did."""
+    `forward`, whose `kwargs["attention_mask"]` wants an input the probe does not give): per such probe, (the probe,
+    the line, its text without its comment)."""
     code = evidence.code_of(subject, method)
     if code is None:
-        return None
+        return ()
     statements = {line: text for _, unit in code.units for line, text in unit}
     ran = {o.probe: o.override for o in subject.observations if o.name == evidence.LINES}
+    found: dict[str, tuple[str, int, str]] = {}
     for c in contrasts:
-        if c.kind != HARMFUL or not c.error:
+        if c.kind != HARMFUL or not c.error or c.observation.probe in found:
             continue
         lines = (ran.get(c.observation.probe) or {}).get(method, {})
         for line in sorted(n for numbers in lines.values() for n in numbers):
             if _raises(statement := evidence.uncommented(statements.get(line, "")), c.error):
-                return line, statement
-    return None
+                found[c.observation.probe] = (c.observation.probe, line, statement)
+                break
+    return tuple(found.values())
 
 
 def _raises(statement: str, error: str) -> bool:

@@ -190,6 +190,9 @@ def reason(
         if coupled:  # alone it loses a contract; with the other overrides it changes nothing there
             together = versions_text(coupled, order, axis=False)
             said += f" (deleting it with the other overrides changes nothing on {together})"
+        own = _own(override)
+        if own:  # it turns some input down itself: that refusal is its own decision, said for review
+            said += _own_error(own, style)
         elsewhere = [f"changes nothing on {on(REDUNDANT)}" if advice.on(REDUNDANT) else ""]
         elsewhere += [f"not established on {on(UNKNOWN)}" if advice.on(UNKNOWN) else ""]
         return "; ".join([said, *filter(None, elsewhere)])
@@ -241,7 +244,7 @@ def reason(
         _, titles, _ = _failing(override, DIFFERENTLY)
         what = listed([style.text(t) for t in titles[:2]]) + (" …" if len(titles) > 2 else "")
         said.append(f"behaves differently on {on(DIFFERENTLY)}" + (f" ({what})" if what else ""))
-    own = next((c.raised_by_it for _, c in override.by_release if c.raised_by_it), None)
+    own = _own(override)
     if own and said:  # what raised as shipped is a refusal of its own: the maintainer decides whether it still holds
         said[-1] += _own_error(own, style)
     if advice.on(UNKNOWN):
@@ -252,6 +255,11 @@ def reason(
 
 
 GENERIC_CALLS = frozenset({"forward", "__call__"})  # names transformers calls on objects of every kind
+
+
+def _own(override: OverrideConclusions) -> tuple[int, str] | None:
+    """The override's own `raise` (or lookup) that raised as shipped on the newest release where one did."""
+    return next((c.raised_by_it for _, c in override.by_release if c.raised_by_it), None)
 
 
 def _own_error(own: tuple[int, str], style: Style) -> str:
