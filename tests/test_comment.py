@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 
-from compat_matrix.host import render
+from compat_matrix.host import cut, render
 from compat_matrix.host.report import make_report
 from compat_matrix.host.spec import load
 from compat_matrix.shared.results import CellResult
@@ -113,6 +113,6 @@ def test_without_a_baseline_the_caution_says_that_harmful_fails_the_run_and_no_o
 def test_a_cut_comment_closes_what_it_opened():
     text = comment(turned_harmful())
     for limit in (len(text.encode()) - 10, 3000, 1200, 500):
-        cut = render.truncate(text, limit)
-        assert len(cut.encode()) <= limit and cut.count("<details>") == cut.count("</details>"), limit
-        assert cut.startswith("# CharacterCausalLMWrapper: delete 2 of 3 overrides\n")
+        short = cut.truncate(text, limit)
+        assert len(short.encode()) <= limit and short.count("<details>") == short.count("</details>"), limit
+        assert short.startswith("# CharacterCausalLMWrapper: delete 2 of 3 overrides\n")

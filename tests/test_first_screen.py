@@ -247,6 +247,26 @@ def test_one_screen_at_library_scale():
     assert "**Keep 8**" in screen
 
 
+def test_evidence_past_the_limit_goes_beside_the_report_whole(monkeypatch):
+    """trl's report (149 overrides) was 240 KB, 189 KB of it evidence: the report pastes into a pull-request comment
+    (65,536 characters) where the evidence that does not fit, the last classes' in the grid's order, is a file
+    beside it that the report names. Nothing is lost: each class's evidence is in exactly one of the two."""
+    decided = make_report(*library())
+    whole, none = render.documents(decided)
+    assert none is None and len(whole) <= render.MARKDOWN_LIMIT  # all of it fits: one file, as before
+    sections = ["".join(f"{line}\n" for line in render.evidence_section(decided, s)) for s in decided.meta.subjects]
+    limit = len(whole) - sum(map(len, sections)) // 2
+    monkeypatch.setattr(render, "MARKDOWN_LIMIT", limit)
+    text, evidence = render.documents(decided)
+    assert evidence is not None and len(text) <= limit
+    assert evidence.startswith(f"# {render.inline(decided.title_in(render.MARKDOWN))}: the evidence")
+    assert all((section in text) != (section in evidence) for section in sections)
+    moved = sum(section in evidence for section in sections)
+    assert 0 < moved < len(sections)
+    assert f"The evidence for {moved} more classes is in `rlib.evidence.md`, beside this report." in text
+    assert text.split(render.EVIDENCE, 1)[0] == whole.split(render.EVIDENCE, 1)[0]  # the rest as before
+
+
 def test_the_rest_is_one_line_per_cause_naming_its_classes():
     report = make_report(*library())
     screen = report.screen

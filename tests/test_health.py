@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from compat_matrix.host import health, render
+from compat_matrix.host import cut, health, render
 from compat_matrix.host.health import Stage
 from compat_matrix.host.report import make_report
 from compat_matrix.shared.results import CellResult, Observation, SubjectResult
@@ -103,11 +103,11 @@ def test_truncate_cuts_the_evidence_the_versions_then_the_whole_grid_never_the_f
     text = render.markdown(make_report(*library()))
     screen = text.split("\n<details>", 1)[0]
     for limit in (45_000, len(screen.encode()) + 500):
-        cut = render.truncate(text, limit)
-        assert len(cut.encode()) <= limit and cut.startswith(screen)
-        assert cut.count("<details>") == cut.count("</details>")
-    assert render.WHOLE_GRID in render.truncate(text, 45_000)  # the whole grid, with its break opportunities
-    assert render.WHOLE_GRID not in render.truncate(text, len(screen.encode()) + 500)
+        short = cut.truncate(text, limit)
+        assert len(short.encode()) <= limit and short.startswith(screen)
+        assert short.count("<details>") == short.count("</details>")
+    assert render.WHOLE_GRID in cut.truncate(text, 45_000)  # the whole grid, with its break opportunities
+    assert render.WHOLE_GRID not in cut.truncate(text, len(screen.encode()) + 500)
 
 
 def test_a_class_whose_run_stopped_could_not_run_rather_than_failing_as_shipped():

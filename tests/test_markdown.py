@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from compat_matrix.host import cli, render, wording
+from compat_matrix.host import cli, cut, render, wording
 from compat_matrix.host.cells import cells
 from compat_matrix.host.folders import result_path
 from compat_matrix.host.report import make_report
@@ -160,8 +160,19 @@ def test_summary_cuts_to_a_comment_by_default(tmp_path, capsys):
     report.write_text(head + evidence + rest * (2 * COMMENT_LIMIT // len(rest)))
     assert cli.main(["summary", str(report)]) == 0
     body = capsys.readouterr().out
-    assert len(body.encode()) <= COMMENT_LIMIT + 1 and body.startswith(head) and render.TRUNCATED in body
+    assert len(body.encode()) <= COMMENT_LIMIT + 1 and body.startswith(head) and cut.TRUNCATED in body
     assert cli.COMMENT_LIMIT == COMMENT_LIMIT and cli.SUMMARY_LIMIT == 1_000_000
+
+
+def test_summary_of_reports_star_md_leaves_out_the_evidence_beside_a_report(tmp_path, capsys):
+    """`summary reports/*.md` (the CI comment) lists `trl.evidence.md` beside `trl.md`: it is no report of its own."""
+    report, beside, alone = tmp_path / "trl.md", tmp_path / "trl.evidence.md", tmp_path / "x.evidence.md"
+    report.write_text("# trl: the report\n")
+    beside.write_text("# trl: the evidence\n")
+    alone.write_text("# x: asked for alone\n")
+    assert cli.main(["summary", str(beside), str(report)]) == 0
+    assert capsys.readouterr().out == "# trl: the report\n\n"
+    assert cli.main(["summary", str(alone)]) == 0 and "asked for alone" in capsys.readouterr().out
 
 
 def test_a_comment_of_30_releases_and_5_subjects_fits_and_cuts_the_evidence_first(tmp_path, capsys):
@@ -175,7 +186,7 @@ def test_a_comment_of_30_releases_and_5_subjects_fits_and_cuts_the_evidence_firs
     assert cli.main(["summary", "--limit", str(limit), str(report)]) == 0
     body = capsys.readouterr().out
     assert len(body.encode()) <= limit + 1 and body.startswith(first_screen)
-    assert render.TRUNCATED in body and render.EVIDENCE not in body
+    assert cut.TRUNCATED in body and render.EVIDENCE not in body
     grid = grid_of(body)
     assert len(grid) == 2 + 10 and all(row.split(" | ")[1] == "✗ harmful" for row in grid[2:])
     assert body.startswith("# sweep: delete all 10 overrides\n")

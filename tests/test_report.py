@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix.host import cli, collect, render, verdict
+from compat_matrix.host import cli, collect, cut, render, verdict
 from compat_matrix.host.cells import cells
 from compat_matrix.host.folders import result_path
 from compat_matrix.host.report import load_results, make_report
@@ -245,6 +245,28 @@ def test_report_command_writes_reports_and_exit_code(tmp_path, capsys):
     assert "not run" in (tmp_path / "demo.md").read_text()
 
 
+def test_the_evidence_that_does_not_fit_is_written_beside_the_report_and_a_stale_one_removed(
+    tmp_path, capsys, monkeypatch
+):
+    matrix = tmp_path / "demo.toml"
+    matrix.write_text(
+        '[matrix]\nname = "demo"\n[axes]\ntransformers = ["5.x"]\n'
+        f'[[subjects]]\ntarget = "{TARGET}"\nmethods = {list(METHODS)!r}\n'.replace("'", '"')
+    )
+    (first,) = cells(load(matrix))
+    write_json_atomic(result_path(tmp_path, first), result("5.x", "5.24.0", observations()).to_json())
+    report = ["report", "--reports", str(tmp_path), str(matrix)]
+    assert cli.main(report) == cli.EXIT_OK and not (tmp_path / "demo.evidence.md").exists()
+    whole = (tmp_path / "demo.md").read_text()
+    monkeypatch.setattr(render, "MARKDOWN_LIMIT", whole.index(render.EVIDENCE) + 200)
+    assert cli.main(report) == cli.EXIT_OK
+    beside = (tmp_path / "demo.evidence.md").read_text()
+    assert render.EVIDENCE in beside and render.EVIDENCE not in (tmp_path / "demo.md").read_text()
+    assert "demo.evidence.md" in capsys.readouterr().out  # said among the files written
+    monkeypatch.undo()
+    assert cli.main(report) == cli.EXIT_OK and not (tmp_path / "demo.evidence.md").exists()
+
+
 def test_bad_matrix_file_exits_2_with_one_line_per_problem(tmp_path, capsys):
     matrix = tmp_path / "bad.toml"
     matrix.write_text('[matrix]\nname = "x y"\n[axes]\ntransformers = ["5.x"]\n')
@@ -311,15 +333,16 @@ def test_report_with_baseline_adds_the_section_and_csv(tmp_path):
 
 def test_truncate_keeps_the_tables_and_cuts_details_first():
     text, _ = rendered()
-    assert render.truncate(text, 10**6) == text
+    assert cut.truncate(text, 10**6) == text
     head = text.split(f"\n{render.EVIDENCE}")[0]
-    cut = render.truncate(text, len(text.encode()) - 10)
-    assert cut.startswith(head) and render.TRUNCATED in cut and render.VERSIONS in cut and render.EVIDENCE not in cut
-    assert len(cut.encode()) <= len(text.encode()) - 10 and cut.count("<details>") == cut.count("</details>")
+    short = cut.truncate(text, len(text.encode()) - 10)
+    assert short.startswith(head) and cut.TRUNCATED in short and render.VERSIONS in short
+    assert render.EVIDENCE not in short and short.count("<details>") == short.count("</details>")
+    assert len(short.encode()) <= len(text.encode()) - 10
     limit = len(head.encode()) // 2  # not even the top fits: it is cut at a line, with the note
-    small = render.truncate(text, limit)
+    small = cut.truncate(text, limit)
     assert len(small.encode()) <= limit and small.startswith("# CharacterCausalLMWrapper: review both overrides\n")
-    assert small.endswith(render.TRUNCATED + "\n") and render.VERSIONS not in small
+    assert small.endswith(cut.TRUNCATED + "\n") and render.VERSIONS not in small
 
 
 def test_list_json_is_one_line_for_a_ci_matrix(tmp_path, capsys):

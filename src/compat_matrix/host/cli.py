@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from compat_matrix import __version__
-from compat_matrix.host import bisection, exits, factories, folders, gh, plan, render, resolve
+from compat_matrix.host import bisection, cut, exits, factories, folders, gh, plan, render, resolve
 from compat_matrix.host.baseline import baseline_for, compare, failing, load_report, reports_in
 from compat_matrix.host.exits import BadInput, Outcome
 from compat_matrix.host.spec import display_path, matrix_files
@@ -95,13 +95,22 @@ def cmd_report(args: argparse.Namespace) -> Outcome:
 
 
 def cmd_summary(args: argparse.Namespace) -> Outcome:
-    for path in args.reports:
+    reports = without_evidence(args.reports)
+    for path in reports:
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise BadInput([f"{path}: cannot read the report ({exc})"]) from None
-        print(render.truncate(text, args.limit // len(args.reports)))
+        print(cut.truncate(text, args.limit // len(reports)))
     return Outcome()
+
+
+def without_evidence(paths: list[Path]) -> list[Path]:
+    """The reports of `paths` (`reports/*.md`), less the evidence files beside those of them that name one: the
+    summary cuts the evidence first anyway."""
+    given = set(paths)
+    beside = {p.with_name(render.evidence_file(p.name.removesuffix(".md"))) for p in given}
+    return [p for p in paths if p not in beside]
 
 
 def cmd_diff(args: argparse.Namespace) -> Outcome:

@@ -51,13 +51,10 @@ BASE_MEANING = (
     "*base implementation*: the class with its audited overrides deleted, so each name resolves to the next class "
     "in its MRO that defines it."
 )
-EVIDENCE = "<details><summary>Evidence"  # where the collapsed parts start: truncate cuts them first
+EVIDENCE = "<details><summary>Evidence"  # where the collapsed parts start: compat_matrix.host.cut cuts them first
 VERSIONS = "<details><summary>Versions"
 WHOLE_GRID = "<details><summary>The whole grid"  # where the first screen shows only the rows that ask for action
-TRUNCATED = (
-    "*Details cut to fit. The full report, with every observation, is in the uploaded reports "
-    "(`reports/<name>.md`, `.json` and `.csv`).*"
-)
+MARKDOWN_LIMIT = 65_536  # characters of a pull-request comment: the report pastes whole; more evidence goes beside it
 OK, FAILING, COULD_NOT_RUN = "ok", "failing", "could not run"  # the report's `status`, as its exit code (0, 1, 3)
 
 
@@ -170,15 +167,50 @@ def versions_table(collected: Collected) -> str:
 
 
 def markdown(report: Report) -> str:
-    """The report; against a baseline, as compat_matrix.host.since lays it out: what changed first, this collapsed."""
+    """The report (documents)."""
+    return documents(report)[0]
+
+
+def documents(report: Report) -> tuple[str, str | None]:
+    """The report, in at most MARKDOWN_LIMIT characters where the evidence is what makes it longer: the evidence of
+    the subjects that do not fit (in the grid's order, the first that do stay) is a document of its own, `evidence`
+    (`<name>.evidence.md` beside it, which the report names); None where all of it fits. Against a baseline, as
+    compat_matrix.host.since lays it out: what changed first, this collapsed."""
     title = inline(report.title_in(MARKDOWN))
-    if report.changes is None:
-        return "\n".join([f"# {title}", "", *body(report)]) + "\n"
-    return "\n".join(since.comment(report, title, body(report))) + "\n"
+    lines = body(report, [_EVIDENCE_HERE])
+    laid = "\n".join([f"# {title}", "", *lines] if report.changes is None else since.comment(report, title, lines))
+    head, _, tail = laid.partition(_EVIDENCE_HERE + "\n")
+    sections = ["".join(f"{line}\n" for line in evidence_section(report, s)) for s in _in_grid_order(report)]
+    room = MARKDOWN_LIMIT - len(head) - len(tail) - 1
+    if sum(map(len, sections)) <= room:
+        return f"{head}{''.join(sections)}{tail}\n", None
+    kept = 0
+    note = _evidence_elsewhere(report, len(sections)) + "\n\n"
+    while kept < len(sections) and sum(map(len, sections[: kept + 1])) + len(note) <= room:
+        kept += 1
+        note = _evidence_elsewhere(report, len(sections) - kept) + "\n\n"
+    evidence = "".join(sections[kept:])
+    return f"{head}{''.join(sections[:kept])}{note}{tail}\n", f"# {title}: the evidence\n\n{evidence}"
 
 
-def body(report: Report) -> list[str]:
-    """The report below its title."""
+_EVIDENCE_HERE = "\x00evidence\x00"  # where the evidence goes, in the report laid out once
+
+
+def evidence_file(name: str) -> str:
+    return f"{name}.evidence.md"
+
+
+def _evidence_elsewhere(report: Report, count: int) -> str:
+    whose = "one more class" if count == 1 else f"{count} more classes"
+    return f"The evidence for {whose} is in `{evidence_file(report.meta.name)}`, beside this report."
+
+
+def _in_grid_order(report: Report) -> list[Subject]:
+    return sorted(report.meta.subjects, key=lambda s: _first_row(report.grid, s.target))
+
+
+def body(report: Report, evidence: list[str]) -> list[str]:
+    """The report below its title, with `evidence` (its lines) before the versions."""
     out = health_lines(report)
     if report.unmet:
         out += ["**Unmet expectations**", "", *(f"- {escape(line)}" for line in report.unmet), ""]
@@ -190,8 +222,7 @@ def body(report: Report) -> list[str]:
     out += context_lines(report)
     out += summary_tables(report)
     out += whole_grid(report)
-    for subject in sorted(report.meta.subjects, key=lambda s: _first_row(report.grid, s.target)):
-        out += evidence_section(report, subject)
+    out += evidence
     out += [f"{VERSIONS}</summary>", "", versions_table(report.collected), ""]
     if report.meta.exclude_newer:
         newer = report.meta.exclude_newer
@@ -315,7 +346,7 @@ def summary_tables(report: Report) -> list[str]:
     subject's rows are its releases (neighbours that read alike share one past MERGE_ABOVE); with several subjects,
     one table, a row per subject and stretch of releases that read alike (subjects whose rows all read alike
     share them: one row for twenty classes that switch alike). Then your own tests, per subject."""
-    subjects = sorted(report.meta.subjects, key=lambda s: _first_row(report.grid, s.target))
+    subjects = _in_grid_order(report)
     tables: list[tuple[Subject, list[list[str]]]] = []
     for subject in subjects:
         rows = report.subjects[subject.target].rows
@@ -430,41 +461,3 @@ def inert(text: str) -> str:
         return text
     except ValueError:
         return "'" + text
-
-
-def truncate(markdown: str, limit: int) -> str:
-    """`markdown` in at most `limit` bytes (UTF-8): the evidence goes first, then the versions, then the whole grid
-    (where the first screen shows only the rows that ask for action); the first screen (the title, the grid, the
-    caution and the tables) stays as long as it fits, and is cut at a line, with the note, only when it alone does
-    not."""
-    if len(markdown.encode()) <= limit:
-        return markdown
-    head, found, rest = markdown.partition(f"\n{EVIDENCE}")
-    if not found:  # no evidence: cut before the versions
-        head, found, rest = markdown.partition(f"\n{VERSIONS}")
-    _, versions, tail = rest.partition(f"\n{VERSIONS}")
-    screen = head.partition(f"\n{WHOLE_GRID}")[0]
-    candidates = (
-        f"{head}\n{TRUNCATED}\n\n{VERSIONS}{tail}" if versions else "",
-        f"{head}\n{TRUNCATED}\n",
-        f"{screen}\n{TRUNCATED}\n",
-    )
-    for candidate in map(closed, candidates):
-        if candidate and len(candidate.encode()) <= limit:
-            return candidate
-    kept, size = [], len(TRUNCATED.encode()) + 2 + len(CLOSE.encode()) * screen.count("<details>")
-    for line in screen.splitlines():
-        size += len(line.encode()) + 1
-        if size > limit:
-            break
-        kept.append(line)
-    return closed("\n".join(kept) + f"\n\n{TRUNCATED}\n")
-
-
-CLOSE = "</details>\n"
-
-
-def closed(markdown: str) -> str:
-    """`markdown` with every `<details>` it opens closed (a cut inside the comment's collapsed report leaves its
-    opening alone)."""
-    return markdown + CLOSE * max(0, markdown.count("<details>") - markdown.count("</details>"))

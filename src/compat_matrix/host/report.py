@@ -18,6 +18,7 @@ from typing import Any
 from compat_matrix.host import (
     collect,
     conclude,
+    cut,
     first_screen,
     grid,
     health,
@@ -182,10 +183,12 @@ class Files:
     markdown: str
     data: dict[str, Any]
     csv: str
+    evidence: str | None = None  # the evidence that does not fit in the markdown (render.documents)
 
 
 def rendered(decided: render.Report) -> Files:
-    return Files(render.markdown(decided), render.report_json(decided), render.csv_text(decided.collected))
+    markdown, evidence = render.documents(decided)
+    return Files(markdown, render.report_json(decided), render.csv_text(decided.collected), evidence)
 
 
 def write(matrix: Matrix, files: Files, decided: render.Report, results: list[CellResult]) -> Written:
@@ -197,6 +200,11 @@ def write(matrix: Matrix, files: Files, decided: render.Report, results: list[Ce
     write_text_atomic(md, files.markdown)
     write_text_atomic(csv, files.csv)
     write_json_atomic(js, files.data)
+    beside = reports / render.evidence_file(name)
+    if files.evidence is not None:
+        write_text_atomic(beside, files.evidence)
+    else:
+        beside.unlink(missing_ok=True)  # a longer report's, from an earlier run
     said = timings(results)
     write_text_atomic(reports / LOGS / f"{name}.log", said + "\n")
     stopped = [(r, why) for r in results if (why := verdict.fails_run(r))]
@@ -208,7 +216,7 @@ def write(matrix: Matrix, files: Files, decided: render.Report, results: list[Ce
     )
     return Written(
         name,
-        (md, js, csv),
+        (md, js, csv, *([beside] if files.evidence is not None else [])),
         files.markdown,
         said,
         decided.unmet,
@@ -233,7 +241,7 @@ def timings(results: list[CellResult]) -> str:
 def job_summary(written: Written, limit: int) -> str:
     """The markdown cut to `limit` bytes, tables first, with the timings after it: for a CI job's summary."""
     timings = f"\n<details><summary>Timings</summary>\n\n```\n{written.timings}\n```\n\n</details>\n"
-    return render.truncate(written.markdown, limit - len(timings)) + timings
+    return cut.truncate(written.markdown, limit - len(timings)) + timings
 
 
 def outcome(written: list[Written]) -> Outcome:
