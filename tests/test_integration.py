@@ -29,7 +29,7 @@ def test_every_broken_override_is_caught_where_expected_and_the_controls_stay_sa
     versions = [cell["resolved"]["transformers"] for cell in report["cells"]]
     assert len(versions) == 3 and versions[1] == "5.14.1" and versions[2].startswith("4.57.")
     expected = {s.target: s for s in load(outside / "selfcheck.toml").subjects}
-    assert sum(bool(s.catches) for s in expected.values()) == 38  # every broken override names its catches
+    assert sum(bool(s.catches) for s in expected.values()) == 39  # every broken override names its catches
     for cell in report["cells"]:
         assert cell["status"] == "ok", cell
         assert {s["target"] for s in cell["subjects"]} == set(expected)
@@ -67,6 +67,9 @@ def test_every_broken_override_is_caught_where_expected_and_the_controls_stay_sa
     advices = {o["target"].split(":")[1]: o["advice"] for o in report["overrides"]}
     # a property over transformers' method reads otherwise with it deleted: Keep, unless the class breaks as shipped
     assert advices["AdaptersAsProperty"] == "Keep" and advices["CountsParametersAsProperty"] == "Review", advices
+    # a refusal of its own is no break, but what it invents against a base that keeps every contract is: not Keep
+    (refuses,) = [o for o in report["overrides"] if o["target"].endswith(":RefusesReentrantInventsKwargs")]
+    assert refuses["advice"] == "Review" and "it raises the ValueError itself" in refuses["reason"], refuses
     # a pair that keeps the accumulated step whole only together: deleting either alone breaks it, so each is kept
     pair = [o for o in report["overrides"] if o["target"].endswith(":ScalesInItsOwnStep")]
     assert [(o["name"], o["advice"]) for o in pair] == [("compute_loss", "Keep"), ("training_step", "Keep")], pair

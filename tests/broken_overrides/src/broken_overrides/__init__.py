@@ -95,6 +95,18 @@ class InventsDefaultKwargs(Reference):
         self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=invented, **kwargs)
 
 
+class RefusesReentrantInventsKwargs(Reference):
+    """Refuses `use_reentrant=True` with a `raise` of its own, as adapters' does, and gives torch's checkpoint
+    `preserve_rng_state=False` when the caller gives no kwargs. The refusal is its own decision, but what it invents
+    breaks a contract the base keeps: never Keep."""
+
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None, **kwargs):
+        given = dict(gradient_checkpointing_kwargs or {"preserve_rng_state": False})
+        if given.get("use_reentrant"):
+            raise ValueError("use_reentrant=True is not supported: this wrapper needs a context_fn")
+        self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=given, **kwargs)
+
+
 class ForcesReentrant(Reference):
     """Rewrites the caller's kwargs: `use_reentrant` is always True, whatever was asked for."""
 
