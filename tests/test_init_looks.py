@@ -10,6 +10,7 @@ from compat_matrix.host import distributions, starter
 from compat_matrix.host.cells import cells
 from compat_matrix.host.spec import Axis, MatrixSpec, load
 from compat_matrix.host.starter import looking
+from compat_matrix.host.starter.needs import skipped_line
 from compat_matrix.shared.blame import Clash, clash, innermost
 from compat_matrix.shared.results import Discovery
 
@@ -105,6 +106,22 @@ def test_an_undeclared_module_the_package_itself_needs_is_added_an_optional_subm
     assert [d for d, _ in starter.undeclared(protobuf, distributions.Metadata("lib", "1", ()), ())] == ["protobuf"]
     declared = distributions.Metadata("lib", "1", ("scikit-learn",))  # declared and still missing: not ours to add
     assert starter.undeclared(sklearn, declared, ()) == []
+
+
+def test_a_submodule_that_fails_for_what_an_extra_declares_names_the_requirement_that_installs_it():
+    """colpali-engine 0.3.18: `colpali_engine.trainer` (its ContrastiveTrainer) needs `datasets`, of its extra
+    `all`; init adds nothing for a submodule, but the starter file says what to require to audit it."""
+    requires = ("datasets>=2.19.1; extra == 'all'", "peft; extra == 'all'", "datasets>=2.19.1; extra == 'train'")
+    colpali = distributions.Metadata("colpali-engine", "0.3.18", requires)
+    missing = "ModuleNotFoundError: No module named 'datasets'"
+    assert skipped_line("colpali_engine.trainer", missing, colpali) == (
+        "colpali_engine.trainer: ModuleNotFoundError: No module named 'datasets' (colpali-engine declares datasets"
+        " for its extras all, train: require colpali-engine[train] to audit it)"  # the extra that installs least
+    )
+    wandb = "ModuleNotFoundError: No module named 'wandb'"  # declared nowhere: said as it is
+    assert skipped_line("colpali_engine.log", wandb, colpali) == f"colpali_engine.log: {wandb}"
+    other = "ImportError: cannot import name 'X' from 'datasets'"  # installed, and another failure
+    assert skipped_line("colpali_engine.data", other, colpali) == f"colpali_engine.data: {other}"
 
 
 def test_with_extra_adds_to_the_matrix_and_says_why(tmp_path):

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from compat_matrix import __version__
 from compat_matrix.host import factories
 from compat_matrix.host.spec import Sweep
-from compat_matrix.host.starter.needs import clash_lines, unimported_line
+from compat_matrix.host.starter.needs import clash_lines, skipped_line, unimported_line
 from compat_matrix.host.starter.start import Found, Start, template_path
 from compat_matrix.shared.results import THROUGH, Unbuilt
 
@@ -78,7 +78,7 @@ def text(start: Start, found: Found, command: str) -> str:
         lines += [f"#   {t} ({kind})" for t, kind in unaudited]
     if skipped:
         lines += ["", f"# Could not be imported with {where} (exclude them, or add what they need):"]
-        lines += [f"#   {m}: {why}" for m, why in skipped]
+        lines += [f"#   {skipped_line(m, why, meta)}" for m, why in skipped]
     for release, failed in found.elsewhere:
         lines += ["", f"# Could not be imported with {release}, but could with {where}:"]
         lines += [f"#   {unimported_line(m, why, found, meta)}" for m, why in failed]

@@ -190,6 +190,24 @@ def nothing_found(found: Found, start: Start | None = None) -> str:
 _MISSING = re.compile(r"No module named '([\w.]+)'")
 
 
+def skipped_line(module: str, why: str, metadata: distributions.Metadata) -> str:
+    """`colpali_engine.trainer: ModuleNotFoundError: No module named 'datasets'`, and where the package declares
+    that module's distribution for an extra, the requirement that installs it (init adds it only for the package's
+    top-level modules: undeclared): `… (colpali-engine declares datasets for its extra all: require
+    colpali-engine[all] to audit it)`."""
+    hit = _MISSING.search(why)
+    dist = distribution_of(hit.group(1)) if hit and why.startswith("ModuleNotFoundError") else None
+    extras = distributions.declared_for(metadata.requires, dist) if dist else []
+    if not extras:
+        return f"{module}: {why}"
+    size = {e: sum(f"extra == '{e}'" in line.replace('"', "'") for line in metadata.requires) for e in extras}
+    smallest = min(extras, key=lambda extra: size[extra])  # the extra that installs the least beside it
+    return (
+        f"{module}: {why} ({metadata.name} declares {dist} for its extra{'s' * (len(extras) > 1)}"
+        f" {', '.join(extras)}: require {metadata.name}[{smallest}] to audit it)"
+    )
+
+
 def unimported_line(module: str, why: str, found: Found, metadata: distributions.Metadata) -> str:
     """`hf_olmo: ImportError: …`, or where two installed distributions clash in its import, the clash and its pin."""
     clash = found.clashes.get(module)
