@@ -261,7 +261,9 @@ def test_the_evidence_that_does_not_fit_is_written_beside_the_report_and_a_stale
     monkeypatch.setattr(render, "MARKDOWN_LIMIT", whole.index(render.EVIDENCE) + 200)
     assert cli.main(report) == cli.EXIT_OK
     beside = (tmp_path / "demo.evidence.md").read_text()
-    assert render.EVIDENCE in beside and render.EVIDENCE not in (tmp_path / "demo.md").read_text()
+    main = (tmp_path / "demo.md").read_text()
+    assert render.EVIDENCE in beside and render.EVIDENCE not in main
+    assert "The evidence for every class is in `demo.evidence.md`, beside this report." in main
     assert "demo.evidence.md" in capsys.readouterr().out  # said among the files written
     monkeypatch.undo()
     assert cli.main(report) == cli.EXIT_OK and not (tmp_path / "demo.evidence.md").exists()

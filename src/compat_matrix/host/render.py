@@ -185,10 +185,10 @@ def documents(report: Report) -> tuple[str, str | None]:
     if sum(map(len, sections)) <= room:
         return f"{head}{''.join(sections)}{tail}\n", None
     kept = 0
-    note = _evidence_elsewhere(report, len(sections)) + "\n\n"
+    note = _evidence_elsewhere(report, len(sections), kept) + "\n\n"
     while kept < len(sections) and sum(map(len, sections[: kept + 1])) + len(note) <= room:
         kept += 1
-        note = _evidence_elsewhere(report, len(sections) - kept) + "\n\n"
+        note = _evidence_elsewhere(report, len(sections) - kept, kept) + "\n\n"
     evidence = "".join(sections[kept:])
     return f"{head}{''.join(sections[:kept])}{note}{tail}\n", f"# {title}: the evidence\n\n{evidence}"
 
@@ -200,8 +200,8 @@ def evidence_file(name: str) -> str:
     return f"{name}.evidence.md"
 
 
-def _evidence_elsewhere(report: Report, count: int) -> str:
-    whose = "one more class" if count == 1 else f"{count} more classes"
+def _evidence_elsewhere(report: Report, count: int, shown: int) -> str:
+    whose = "every class" if not shown else "one more class" if count == 1 else f"{count} more classes"
     return f"The evidence for {whose} is in `{evidence_file(report.meta.name)}`, beside this report."
 
 
