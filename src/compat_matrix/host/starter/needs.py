@@ -192,9 +192,9 @@ _MISSING = re.compile(r"No module named '([\w.]+)'")
 
 def skipped_line(module: str, why: str, metadata: distributions.Metadata) -> str:
     """`colpali_engine.trainer: ModuleNotFoundError: No module named 'datasets'`, and where the package declares
-    that module's distribution for an extra, the requirement that installs it (init adds it only for the package's
-    top-level modules: undeclared): `… (colpali-engine declares datasets for its extra all: require
-    colpali-engine[all] to audit it)`."""
+    that module's distribution for an extra, the requirement that installs it, by the extra that requires least
+    (init adds it only for the package's top-level modules: undeclared): `… (colpali-engine declares datasets for
+    its extras all, train: require colpali-engine[train] to audit it)`."""
     hit = _MISSING.search(why)
     dist = distribution_of(hit.group(1)) if hit and why.startswith("ModuleNotFoundError") else None
     extras = distributions.declared_for(metadata.requires, dist) if dist else []
