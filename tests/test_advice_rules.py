@@ -646,6 +646,45 @@ def test_an_override_that_refuses_one_input_itself_and_keeps_what_the_base_loses
     assert fewer.advice.kind == AdviceKind.REVIEW and "breaks gradients with checkpointing on" in reason(fewer)
 
 
+def reloading(ran: list[int], fails: bool = True) -> Conclusion:
+    """One release of span-marker's `from_pretrained`: its reload raises as shipped (`fails`) where the base's runs;
+    `ran`: its statements that ran (line 263 reads a saved model, 283–284 build one from an encoder and labels)."""
+    code = Code(
+        "from_pretrained",
+        "m.py",
+        (("from_pretrained@250", ((263, "model = super().from_pretrained(path)"), (283, "if labels:"), (284, "x()"))),),
+    )
+    shipped = "error: AttributeError: 'tuple' object has no attribute 'set_tokenizer'" if fails else {"sum": 1.0}
+    observations = (
+        Observation("save_and_load", "reloaded_output", shipped, {"sum": 1.0}),
+        Observation("save_and_load", "reached", ["from_pretrained"], ["from_pretrained"], False),
+        Observation("save_and_load", "lines", {"from_pretrained": {"from_pretrained@250": ran}}, None, False),
+    )
+    result = SubjectResult("m:SpanMarkerModel", ("from_pretrained",), observations=observations, probes=("p",))
+    result = replace(result, code=(code,))
+    return conclude_method(result, decide(result), "from_pretrained", {})
+
+
+def test_delete_of_a_harmful_override_needs_every_statement_to_have_run_on_some_release():
+    """span-marker's `from_pretrained` raises in the probes' reload on every release, so deleting it "fixes" that;
+    but its branch that builds a model from an encoder and labels, the entry point its users call, never ran (checked
+    by hand: deleted, `from_pretrained(encoder, labels=…)` raises TypeError). Delete vouches only for code that ran:
+    Review, naming what never ran. Where a release ran it all, or it changes nothing on another (all of it ran
+    there), Delete stands."""
+    partly = [("4.57.6", reloading([263])), ("4.28.1", reloading([263]))]
+    review = advised("m:S", "from_pretrained", partly)
+    assert review.advice.kind == AdviceKind.REVIEW
+    assert reason(review) == (
+        "harmful on 4.28.1, 4.57.6, but lines 283–284 (`if labels:` …) never ran as shipped in any probe"
+    )
+    somewhere = [("4.57.6", reloading([263])), ("4.28.1", reloading([263, 283, 284]))]
+    assert advised("m:S", "from_pretrained", somewhere).advice.kind == AdviceKind.DELETE
+    redundant = reloading([263, 283, 284], fails=False)
+    assert redundant.kind == ConclusionKind.REDUNDANT
+    elsewhere = [("4.57.6", reloading([263])), ("4.28.1", redundant)]
+    assert advised("m:S", "from_pretrained", elsewhere).advice.kind == AdviceKind.DELETE
+
+
 def test_a_value_one_side_never_reached_is_no_break_of_the_contract_and_a_forward_call_names_no_site():
     """simpletransformers' DPR encoders on 5.x: as shipped the forward raises, so the reload's outputs are never
     compared (`same_outputs` has no value), where without the override they are the same. The failure is the

@@ -26,6 +26,7 @@ from compat_matrix.host.conclude import (
     Conclusion,
 )
 from compat_matrix.host.releases import early_label
+from compat_matrix.shared.evidence import statements_text
 from compat_matrix.shared.vocabulary import AdviceKind, ConclusionKind
 
 
@@ -49,7 +50,7 @@ def advise(rows: Sequence[tuple[str, Conclusion]], caveat: str | None = None) ->
     """The advice for one override from its conclusion on every tested release ((label, conclusion), newest first);
     with a `caveat` (the probes ran on stand-ins, or on a model with nothing in it), never Delete but Review."""
     advice = _advise(rows)
-    if caveat is not None and advice.kind == AdviceKind.DELETE:
+    if caveat is not None and (advice.kind == AdviceKind.DELETE or advice.caveat):  # what the probes ran on, first
         return Advice(AdviceKind.REVIEW, advice.releases, caveat)
     return advice
 
@@ -104,10 +105,27 @@ def _advise(rows: Sequence[tuple[str, Conclusion]]) -> Advice:
         # where what raises is a refusal of its own (a `raise` in its code), deleting it drops a guard the probes
         # cannot judge: Review
         refuses = any(c.raised_by_it for _, c in rows if c.kind == HARMFUL)
-        return Advice(AdviceKind.DELETE if everywhere and not refuses else AdviceKind.REVIEW, releases)
+        if not everywhere or refuses:
+            return Advice(AdviceKind.REVIEW, releases)
+        unran = _never_ran(rows)  # what deleting it would drop that no probe ran, on any release
+        if unran:
+            return Advice(AdviceKind.REVIEW, releases, f"{statements_text(unran)} as shipped in any probe")
+        return Advice(AdviceKind.DELETE, releases)
     if DIFFERENTLY in ran and ran <= {NEEDED, DIFFERENTLY, REDUNDANT, UNKNOWN} and _does_its_job(rows):
         return Advice(AdviceKind.KEEP, releases)  # deleting it loses what it does where it does it
     return Advice(AdviceKind.REVIEW, releases)
+
+
+def _never_ran(rows: Sequence[tuple[str, Conclusion]]) -> tuple[tuple[tuple[int, str], ...], ...]:
+    """The statements of the override that ran as shipped on no release (a redundant one ran them all): Delete
+    vouches only for code that ran, where it is harmful too (span-marker's `from_pretrained`, whose reload raises as
+    shipped, and whose branch for a new model from an encoder and labels no probe takes); runs of the newest."""
+    harmful = [c for _, c in rows if c.kind == HARMFUL]
+    if not harmful or any(c.kind == REDUNDANT for _, c in rows):
+        return ()
+    unran = set.intersection(*({s for run in c.never_ran for s in run} for c in harmful))
+    runs = (tuple(s for s in run if s in unran) for run in harmful[0].never_ran)
+    return tuple(run for run in runs if run)
 
 
 def _does_its_job(rows: Sequence[tuple[str, Conclusion]]) -> bool:

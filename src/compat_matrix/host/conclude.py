@@ -87,6 +87,8 @@ class Conclusion:
     # where the class as shipped raised: the override's own `raise` of that error that ran there, `(line, text)`
     raised_by_it: tuple[int, str] | None = None
     refused: tuple[str, ...] = ()  # the probes whose error as shipped is the override's own (own_raises)
+    # where deleting it changes something: runs of its statements that ran as shipped in no probe (evidence.never_ran)
+    never_ran: tuple[tuple[tuple[int, str], ...], ...] = ()
 
     @property
     def shipped_works(self) -> bool:
@@ -264,6 +266,7 @@ def conclude_method(subject: SubjectResult | None, verdict: Verdict, method: str
         found = from_contrasts([contrast(o, _title(o, titles)) for o in judged.differing])
         coupled = judged.context == evidence.WITH_REST and _alike_all_deleted(subject, judged.differing)
         own = own_raises(subject, method, found.contrasts)
+        code = evidence.code_of(subject, method)
         return replace(
             found,
             context=judged.context,
@@ -271,6 +274,7 @@ def conclude_method(subject: SubjectResult | None, verdict: Verdict, method: str
             coupled=coupled,
             raised_by_it=own[0][1:] if own else None,
             refused=tuple(probe for probe, _, _ in own),
+            never_ran=evidence.never_ran(code, evidence.ran_as_shipped(subject, method)) if code else (),
         )
     if judged.verdict == evidence.SAME:
         jointly = evidence.together(subject) if method in evidence.redundant(subject) else ()

@@ -108,6 +108,16 @@ def never_ran(code: Code, ran: dict[str, set[int]]) -> tuple[tuple[tuple[int, st
     return tuple(tuple(run) for run in runs)
 
 
+def ran_as_shipped(subject: SubjectResult, name: str) -> dict[str, set[int]]:
+    """Per unit of the code of `name`, the statements that ran as shipped in any probe (where it raised too)."""
+    ran: dict[str, set[int]] = {}
+    for o in subject.observations:
+        if o.name == LINES and isinstance(o.override, dict):
+            for key, numbers in (o.override.get(name) or {}).items():
+                ran.setdefault(key, set()).update(numbers)
+    return ran
+
+
 def statements_text(runs: tuple[tuple[tuple[int, str], ...], ...], limit: int = 3) -> str:
     """`lines 412–418 never ran (`if self.evaluator is not None:` …)`: each run of statements with the text of
     its first, the first `limit` of them."""
