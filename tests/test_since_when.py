@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from compat_matrix.host import package_index
 from compat_matrix.host.envs import read_stamp
@@ -150,8 +151,8 @@ def test_bisect_on_one_override_finds_where_its_conclusion_changed(tmp_path):
 
 
 def test_fail_on_harmful_exits_1_on_the_default_matrix_and_0_without_5_24(tmp_path):
-    """The scheduled job's gate: harmful on 5.24.0 fails the run; the same matrix limited to 4.57.x and 5.14.1 (its
-    cells' results reused) passes."""
+    """The scheduled job's gate: harmful on the newest 5.x (5.24.0 and later) fails the run; the same matrix limited
+    to 4.57.x and 5.14.1 (its cells' results reused) passes."""
     reports = tmp_path / "reports"
 
     def run(path: Path, *options: str) -> subprocess.CompletedProcess:
@@ -162,8 +163,11 @@ def test_fail_on_harmful_exits_1_on_the_default_matrix_and_0_without_5_24(tmp_pa
     done = run(DEFAULT, "--fail-on", "harmful")
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     enable = "CharacterCausalLMWrapper.gradient_checkpointing_enable"
-    assert f"exit 1: 1 check failed: --fail-on: {enable}: harmful on transformers 5.24.0" in done.stdout
-    assert json.loads((reports / "char-causal-lm-checkpointing.json").read_text())["status"] == "failing"
+    report = json.loads((reports / "char-causal-lm-checkpointing.json").read_text())
+    newest = next(c["resolved"]["transformers"] for c in report["cells"] if c["requested"]["transformers"] == "5.x")
+    assert Version(newest) >= Version("5.24.0")  # 5.x: the newest release on the index today
+    assert f"exit 1: 1 check failed: --fail-on: {enable}: harmful on transformers {newest}" in done.stdout
+    assert report["status"] == "failing"
     limited = matrix(tmp_path, '["4.57.x", "5.14.1"]')
     done = run(limited, "--fail-on", "harmful", "--cached")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
