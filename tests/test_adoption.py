@@ -399,6 +399,24 @@ def test_init_writes_the_declared_sweep_torch_pinned_a_subject_per_class_and_wha
     assert "# overrides: tie_weights, config_class (attribute)" in text and "#   mylib.models:MyConfig (config)" in text
 
 
+def test_init_sweeps_a_declared_range_from_the_oldest_release_the_probes_run_on():
+    """span-marker declares transformers>=4.19: its cells of 4.19 to 4.27 could only fail (the probes build tiny Llama
+    models, which transformers has from 4.28.0), so init sweeps from 4.28 and says why; a range that starts later is
+    swept as declared, with its lowest allowed release; no lower bound, from FLOOR."""
+    from compat_matrix.host.resolve import sweep
+    from compat_matrix.host.starter.start import FLOOR, declared_sweep
+
+    old = [Version(v) for v in ("4.19.4", "4.27.4", "4.28.0", "4.28.1", "4.57.6", "5.24.0")]
+    releases = {"transformers": old}.__getitem__
+    (swept,), why = declared_sweep("span-marker 1.8.1", ">=4.19,<6", releases)
+    assert swept == Sweep("minor", ">=4.19,<6,>=4.28.0")
+    assert [str(v) for v in sweep(swept, old, None)] == ["4.28.1", "4.57.6", "5.24.0"]
+    assert why.startswith("span-marker 1.8.1 declares transformers>=4.19,<6: the newest of every minor from 4.28.0,")
+    assert declared_sweep("mylib", ">=4.57.3", releases)[0] == (Sweep("minor", "declared"),)
+    assert declared_sweep("mylib", "<6", releases)[0] == (Sweep("minor", FLOOR),)
+    assert starter.lowest_allowed(">=4.19", releases) == "4.28.0"
+
+
 def test_init_lifts_a_cap_that_the_tested_releases_lie_outside():
     releases = {"transformers": VERSIONS, "torch": [Version("2.13.0")]}
     axes = (Axis("transformers", ("4.57.x", "5.x")), Axis("torch", ("2.13.0",)))

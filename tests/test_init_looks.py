@@ -283,6 +283,8 @@ def test_a_transformers_module_the_probes_need_that_cannot_be_imported_fails_the
         "the probes need transformers.trainer, which cannot be imported here: AttributeError: module 'pyarrow' has "
         "no attribute 'PyExtensionType' (datasets 2.14.4 fails beside pyarrow 26.0.1)"
     )
+    llama = {"transformers.models.llama.modeling_llama": ("ModuleNotFoundError: No module named 'x'", None)}
+    assert unimportable(llama).endswith("No module named 'x' (transformers has it from 4.28.0)")  # 4.27 and older
     assert unimportable({"pytest": ("ModuleNotFoundError: No module named 'pytest'", None)}) is None
     assert unimportable({}) is None
 

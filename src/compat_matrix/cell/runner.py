@@ -39,6 +39,7 @@ from compat_matrix.cell.probes import (
 )
 from compat_matrix.cell.subject import IMPORT_FAILED, IMPORTING, Ask, expand, run_isolated
 from compat_matrix.shared.blame import Clash, clash_of, said
+from compat_matrix.shared.limits import OLDEST_TRANSFORMERS
 from compat_matrix.shared.request import CellRequest
 from compat_matrix.shared.results import (
     CRASHED,
@@ -191,8 +192,13 @@ def unimportable(failed: dict[str, tuple[str, Clash | None]]) -> str | None:
     where every one imported. What else failed (pytest) is left to the probe that needs it."""
     for module, (error, clash) in failed.items():
         if module.split(".")[0] == BUILDS_ON:
-            return f"the probes need {module}, which cannot be imported here: {error}{said(clash)}"
+            old = module.startswith(LLAMA) and "No module" in error
+            older = f" (transformers has it from {OLDEST_TRANSFORMERS})" if old else ""
+            return f"the probes need {module}, which cannot be imported here: {error}{older}{said(clash)}"
     return None
+
+
+LLAMA = "transformers.models.llama"  # of the tiny models the probes build
 
 
 def top_modules(distribution: str) -> list[str]:

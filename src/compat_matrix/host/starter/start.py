@@ -19,6 +19,7 @@ from compat_matrix.host.cells import Cell, cells
 from compat_matrix.host.exits import BadInput
 from compat_matrix.host.spec import DECLARED, Axis, MatrixError, MatrixSpec, Sweep, display_path
 from compat_matrix.shared.blame import Clash
+from compat_matrix.shared.limits import OLDEST_TRANSFORMERS
 from compat_matrix.shared.results import Discovery, Unbuilt
 
 FLOOR = ">=4.57"  # what a package that declares no lower bound on transformers is swept from
@@ -125,16 +126,8 @@ def plan_start(asked: Asked, environ: Mapping[str, str] = os.environ, read: Call
         )
         if DECLARED in asked.transformers and declared is None:
             raise BadInput([f"--transformers declared: {who} declares nothing for transformers"])
-    elif declared and any(s.operator in (">", ">=", "==", "~=", "===") for s in SpecifierSet(declared)):
-        values = (Sweep("minor", DECLARED),)
-        comments["transformers"] = (
-            f"{who} declares transformers{declared}: its lowest allowed release and the newest of every minor"
-        )
     else:
-        values = (Sweep("minor", FLOOR),)
-        comments["transformers"] = (
-            f"{who} declares no lower bound on transformers: every minor {FLOOR} (widen it to test older ones)"
-        )
+        values, comments["transformers"] = declared_sweep(who, declared, releases_of)
     axes = (Axis("transformers", values), Axis("torch", (torch,)))
     requires = {"transformers": declared, "torch": distributions.declared_by(metadata.requires, "torch")}
     overrides = lifted(axes, requires, releases_of)
@@ -153,15 +146,38 @@ def plan_start(asked: Asked, environ: Mapping[str, str] = os.environ, read: Call
     return Start(asked, output, written, metadata, spec, axes, looks, declared, comments)
 
 
+def declared_sweep(
+    who: str, declared: str | None, releases_of: Callable[[str], Sequence[Version]]
+) -> tuple[tuple[Sweep], str]:
+    """The transformers sweep of a starter file where `--transformers` is not given, and why: every minor of the
+    declared range (from the oldest release the probes run on, OLDEST_TRANSFORMERS, where it allows older ones), or
+    from FLOOR where it declares no lower bound."""
+    if not (declared and any(s.operator in (">", ">=", "==", "~=", "===") for s in SpecifierSet(declared))):
+        return (
+            Sweep("minor", FLOOR),
+        ), f"{who} declares no lower bound on transformers: every minor {FLOOR} (widen it to test older ones)"
+    if Version(lowest_allowed(declared, releases_of, oldest=False)) >= Version(OLDEST_TRANSFORMERS):
+        return (
+            Sweep("minor", DECLARED),
+        ), f"{who} declares transformers{declared}: its lowest allowed release and the newest of every minor"
+    why = (
+        f"{who} declares transformers{declared}: the newest of every minor from {OLDEST_TRANSFORMERS}, the oldest "
+        f"release the probes run on (they build tiny Llama models, which transformers has from {OLDEST_TRANSFORMERS})"
+    )
+    return (Sweep("minor", f"{declared},>={OLDEST_TRANSFORMERS}"),), why
+
+
 ENDS = "ends"  # --transformers ends: the lowest release the package allows, and the newest
 LATEST = "latest"
 
 
-def lowest_allowed(declared: str | None, releases_of: Callable[[str], Sequence[Version]]) -> str:
+def lowest_allowed(declared: str | None, releases_of: Callable[[str], Sequence[Version]], oldest: bool = True) -> str:
     """The lowest transformers release (no pre-release) that the package's declared range allows, from FLOOR where
-    it declares no lower bound. BadInput where none does."""
+    it declares no lower bound, and (`oldest`) from the oldest the probes run on (OLDEST_TRANSFORMERS). BadInput
+    where none does."""
     bounded = declared and any(s.operator in (">", ">=", "==", "~=", "===") for s in SpecifierSet(declared))
     allowed = SpecifierSet(declared if bounded else f"{FLOOR},{declared or ''}".rstrip(","))
+    allowed &= SpecifierSet(f">={OLDEST_TRANSFORMERS}" if oldest else "")
     try:
         found = list(allowed.filter(releases_of("transformers")))
     except package_index.ResolveError as exc:
