@@ -125,6 +125,27 @@ def test_a_conflict_names_the_package_both_constraints_and_the_remedy():
     assert uv.conflict("error: no such file") is None
 
 
+SPAN_MARKER = """error: No solution found when resolving dependencies
+  cause: Because tokenizers==0.14.1 depends on huggingface-hub>=0.16.4,<0.18 and tokenizers==0.14.0 depends on \
+huggingface-hub>=0.16.4,<0.17, we can conclude that \
+tokenizers>=0.14.0,<=0.14.1 depends on huggingface-hub>=0.16.4,<0.18.
+         And because transformers==4.34.1 depends on tokenizers>=0.14,<0.15 and span-marker>=1.8.1 depends on \
+huggingface-hub>=0.24.0, we can conclude that span-marker>=1.8.1 and transformers==4.34.1 are incompatible.
+         And because you require span-marker==1.8.1 and transformers==4.34.1, we can conclude that your requirements \
+are unsatisfiable.
+"""
+
+
+def test_a_conflict_through_releases_of_a_third_package_names_the_two_that_conflict_and_the_link():
+    """span-marker 1.8.1 on transformers 4.34.1 (uv's words, from this machine): uv's first step only joins two
+    tokenizers releases; the conflict is span-marker's huggingface-hub>=0.24.0 against transformers' tokenizers<0.15,
+    which needs huggingface-hub<0.18."""
+    assert uv.installer_reason(SPAN_MARKER) == (
+        "pins conflict: transformers==4.34.1 requires tokenizers>=0.14,<0.15, span-marker>=1.8.1 requires "
+        "huggingface-hub>=0.24.0 (tokenizers>=0.14.0,<=0.14.1 requires huggingface-hub>=0.16.4,<0.18)"
+    )
+
+
 NMS = "RuntimeError: operator torchvision::nms does not exist"
 
 

@@ -161,3 +161,13 @@ def test_one_long_error_cut_after_each_class_name_is_said_once_for_the_classes()
     (line,) = [row for row in text.splitlines() if "Repo id must use" in row]
     assert "`SFTTrainer` and `OnlineDPOTrainer` cannot be built on transformers 5.24.0 (OSError: Repo id" in line, line
     assert len(line) < health.ERROR_KEPT + 200
+
+
+def test_a_cell_that_could_not_run_on_several_releases_is_said_of_the_cells():
+    """span-marker's cells of 4.23–4.27 (the probes' Llama is not there yet): "the cells of … could not run"."""
+    order = ["transformers 4.28.1", "transformers 4.27.4", "transformers 4.23.1"]  # newest first
+    why = "the probes need transformers.models.llama.modeling_llama, which cannot be imported here"
+    several = health.Statement((), Stage.CELL, why, (order[2], order[1]))
+    assert health.sentence(several, order).startswith("the cells of transformers 4.23.1, 4.27.4 could not run (")
+    one = replace(several, releases=(order[2],))
+    assert health.sentence(one, order).startswith("the cell of transformers 4.23.1 could not run (")

@@ -224,7 +224,7 @@ SENTENCES = {
     Stage.BUILD: "{who} cannot be built on {where} ({error})",
     Stage.RUN: "{who} {fails} as shipped on {where} ({error})",
     Stage.INSTALL: "{where} could not be installed ({error})",
-    Stage.CELL: "the cell of {where} could not run ({error})",
+    Stage.CELL: "the {cells} of {where} could not run ({error})",
 }
 STOPPED = "{who} could not run on {where} ({error})"  # at `run`, where its run stopped
 
@@ -242,6 +242,7 @@ def sentence(
         where=versions_text(statement.releases, order, axis),
         error=style.text(error),
         fails="fail" if several else "fails",
+        cells="cells" if len(statement.releases) > 1 else "cell",
     )
 
 

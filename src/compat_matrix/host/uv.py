@@ -42,18 +42,25 @@ def installer_reason(output: str) -> str:
 
 
 # uv: "Because gliner>=0.2.29 depends on transformers>=4.51.3,<5.17.0 and you require transformers==5.24.0, …"
+_SPEC = r"[^\s,]+(?:,[<>=!~][^\s,]+)*"  # a requirement as uv writes it: `tokenizers>=0.14.0,<=0.14.1`
 _CONFLICT = re.compile(
-    r"Because (?P<who>[^\s,]+) depends on (?P<needs>[^\s,]+(?:,[<>=!~][^\s,]+)*)"
-    r" and (?P<other>you require|[^\s,]+ depends on) (?P<wants>[^\s,]+(?:,[<>=!~][^\s,]+)*)"
+    rf"[Bb]ecause (?P<who>[^\s,]+) depends on (?P<needs>{_SPEC}) and (?P<other>you require|[^\s,]+ depends on)"
+    rf" (?P<wants>{_SPEC})(?:, we can conclude that (?P<so>{_SPEC} depends on {_SPEC}))?"
 )
 
 
 def conflict(text: str) -> str | None:
     """`pins conflict: <who> requires <a>, <the cell or another package> requires <b>` from uv's explanation of a
-    resolution that failed, naming how to lift a library's cap on an axis package; None when it says no such thing."""
-    found = _CONFLICT.search(text)
-    if found is None:
+    resolution that failed, naming how to lift a library's cap on an axis package; None when it says no such thing.
+    A first step that only joins releases of one package (`tokenizers==0.14.1 depends on huggingface-hub<0.18 and
+    tokenizers==0.14.0 depends on …`) is not the conflict: the next step is, with what that one concluded after it."""
+    steps = list(_CONFLICT.finditer(text))
+    if not steps:
         return None
+    found, lemma = steps[0], ""
+    if len(steps) > 1 and _name(found["who"]) == _name(found["other"].removesuffix(" depends on")):
+        so = (steps[0]["so"] or "").rstrip(".").replace(" depends on ", " requires ")
+        found, lemma = steps[1], f" ({so})" if so else ""
     other = found["other"]
     wants = "the cell pins" if other == "you require" else f"{other.removesuffix(' depends on')} requires"
     hint = ""
@@ -61,7 +68,13 @@ def conflict(text: str) -> str | None:
         package = canonicalize_name(Requirement(found["needs"]).name)
         if other == "you require":
             hint = f' (to test it anyway, lift the cap: overrides = ["{package}"] in [matrix])'
-    return f"pins conflict: {found['who']} requires {found['needs']}, {wants} {found['wants']}{hint}"
+    return f"pins conflict: {found['who']} requires {found['needs']}, {wants} {found['wants']}{lemma}{hint}"
+
+
+def _name(requirement: str) -> str | None:
+    with contextlib.suppress(InvalidRequirement):
+        return canonicalize_name(Requirement(requirement).name)
+    return None
 
 
 def uv_binary() -> str:
