@@ -128,7 +128,7 @@ DEFAULT_REPORT = ROOT / "reports" / "char-causal-lm-checkpointing.json"
             1,
             [
                 "utf8_tokenizer.char_causal_lm:CharacterCausalLMWrapper gradient_checkpointing_enable: harmful on "
-                "transformers 5.24.0"
+                "transformers 5.25.0"
             ],
         ),
         (["orphaned", "could-not-run"], 0, []),
@@ -138,7 +138,7 @@ DEFAULT_REPORT = ROOT / "reports" / "char-causal-lm-checkpointing.json"
             [
                 f"utf8_tokenizer.char_causal_lm:CharacterCausalLMWrapper get_input_embeddings: needed on "
                 f"transformers {v}"
-                for v in ("4.57.6", "5.14.1", "5.24.0")
+                for v in ("4.57.6", "5.14.1", "5.25.0")
             ],
         ),
     ],
