@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import importlib
 import inspect
 import os
@@ -55,26 +56,67 @@ QUIET_TRAINING = {
 TINY_GENERATION = {"num_generations": 2, "max_completion_length": 4}
 
 
-_PLAIN: dict[Any, tuple[Any, Any]] = {}  # per default dtype: the plain tiny causal LM this process built first
+_PLAIN: dict[Any, tuple[Any, Any, list[Any]]] = {}  # per default dtype: the plain tiny causal LM built first,
+# torch's generator after its build, and copies of it made before the variants fork (`stock_plain`)
 
 
 def tiny_causal_lm(cls: type | None = None) -> Any:
     """A 2-layer LlamaForCausalLM (or `cls`, built like it) from a LlamaConfig made in code, same weights on every
     call. The plain one (no `cls`), the model most builds wrap or train, is built once per process and copied after
     that, with torch's generators seeded and the CPU's left as the build left it: a copy takes half the time of a
-    build, and the variants' children build it dozens of times each. A class of the subject's is built every time."""
+    build, and the variants' children build it dozens of times each (taking first the copies their subject's
+    process made: `stock_plain`). A class of the subject's is built every time."""
+    import torch
+
+    seed_torch()
+    if cls is not None:
+        return cls(tiny_config())
+    model, generator, copies = _plain()
+    torch.set_rng_state(generator)
+    return copies.pop() if copies else copy.deepcopy(model)
+
+
+def _plain() -> tuple[Any, Any, list[Any]]:
+    """The plain tiny causal LM of the default dtype, built here where it is not yet, with its generator and copies."""
     import torch
     from transformers import LlamaForCausalLM
 
-    torch.manual_seed(SEED)
-    if cls is not None:
-        return cls(tiny_config())
     dtype = torch.get_default_dtype()
     if dtype not in _PLAIN:
-        _PLAIN[dtype] = (LlamaForCausalLM(tiny_config()), torch.get_rng_state())
-    model, generator = _PLAIN[dtype]
-    torch.set_rng_state(generator)
-    return copy.deepcopy(model)
+        seed_torch()
+        _PLAIN[dtype] = (LlamaForCausalLM(tiny_config()), torch.get_rng_state(), [])
+    return _PLAIN[dtype]
+
+
+def stock_plain(count: int = 24) -> None:
+    """`count` copies of the plain tiny causal LM, made once in a subject's process before its variants fork, so
+    that each child takes them instead of copying one each time (a variant builds it up to 28 times)."""
+    model, _, copies = _plain()
+    copies.extend(copy.deepcopy(model) for _ in range(count - len(copies)))
+
+
+@functools.cache
+def _accelerated() -> bool:
+    """Whether torch has a device besides the CPU whose generator `torch.manual_seed` seeds too."""
+    import torch
+
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None and hasattr(accelerator, "is_available"):
+        return bool(accelerator.is_available())
+    mps = getattr(torch.backends, "mps", None)
+    return torch.cuda.is_available() or bool(mps and mps.is_available())
+
+
+def seed_torch(value: int = SEED) -> None:
+    """`torch.manual_seed(value)`: on a machine with no accelerator, the CPU's generator alone, which is all that
+    call seeds there (torch 2.13 also queues seeds for devices not yet started, formatting a stack each time:
+    0.3-0.6 ms, and the probes seed about 76 times per variant)."""
+    import torch
+
+    if _accelerated():
+        torch.manual_seed(value)
+    else:
+        torch.default_generator.manual_seed(value)
 
 
 def tiny_dataset() -> list[dict[str, Any]]:
@@ -313,7 +355,6 @@ def default_factory(cls: type) -> Any:
     causal LM (of the kind its config names, else a LlamaForCausalLM). Any other PreTrainedModel subclass: its own
     config class with every size shrunk (compat_matrix.cell.tiny), with an adapter and a head where it is a model of
     the adapters library (`with_adapter`). Raises tiny.CouldNotBuild."""
-    import torch
     from transformers import LlamaConfig, PreTrainedModel, Trainer
 
     from compat_matrix.cell import tiny
@@ -335,7 +376,7 @@ def default_factory(cls: type) -> Any:
     try:
         config = cls.config_class()
         model = tiny.wrapped_model(config) or tiny_causal_lm()
-        torch.manual_seed(SEED)  # the wrapper's own layers start from the same weights in both variants
+        seed_torch()  # the wrapper's own layers start from the same weights in both variants
         return cls(config, model=model)
     except Exception as exc:
         raise tiny.unbuilt(cls, exc) from exc

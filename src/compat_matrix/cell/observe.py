@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from compat_matrix.cell import tracing
-from compat_matrix.cell.factory import SEED
+from compat_matrix.cell.factory import SEED, seed_torch
 from compat_matrix.cell.probes import ERROR, INCONCLUSIVE, LINES, REACHED, WARNINGS, Inconclusive, Probe, Values
 from compat_matrix.cell.probes.common import jsonable, stable_text
 from compat_matrix.shared.limits import DEFAULT_TIMEOUT
@@ -85,9 +85,10 @@ def reseed(seed: int = SEED) -> None:
     """Every random generator a probe may draw from, as at the start of every probe call: a variant that ran other
     probes before this one (the per-name variants run only some) starts it from the same state as the others."""
     random.seed(seed)
-    for module, call in (("torch", "manual_seed"), ("numpy.random", "seed")):
-        if module in sys.modules:
-            getattr(sys.modules[module], call)(seed)
+    if "torch" in sys.modules:
+        seed_torch(seed)
+    if "numpy.random" in sys.modules:
+        sys.modules["numpy.random"].seed(seed)
 
 
 def call_probe(

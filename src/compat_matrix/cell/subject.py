@@ -17,7 +17,7 @@ from typing import Any
 
 from compat_matrix.cell import tiny, tracing, trial, user_tests, variants
 from compat_matrix.cell.discovery import discover, discover_overrides, misspelt
-from compat_matrix.cell.factory import Factory, TrainerWith, default_factory, load_callable
+from compat_matrix.cell.factory import Factory, TrainerWith, default_factory, load_callable, stock_plain
 from compat_matrix.cell.forks import STOPPED, WATCHDOG_GRACE, Forked, forked, forked_each
 from compat_matrix.cell.observe import DEFAULT_TIMEOUT, ProbeTimeout, call_probe
 from compat_matrix.cell.probes import (
@@ -194,6 +194,8 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     failed = replace(failed, caveat=caveat(failed.kind, ask.factory, parameters, columns))
     gc.freeze()  # the subject's imports too, before its variants are forked
     prepare(methods)
+    if failed.kind in (MODEL, TRAINER):  # after the subject's imports, which may change what a build makes
+        stock_plain()
     gc.freeze()
     orphans = tuple((name, why) for name in methods if (why := orphaned(cls, name)))
     failed = replace(failed, orphaned=orphans, code=watch(cls, methods))

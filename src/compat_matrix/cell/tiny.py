@@ -78,15 +78,14 @@ def tiny_config(config_class: type, targets: Mapping[str, float] = TARGETS, main
 def wrapped_model(config: Any) -> Any:
     """For a wrapper's config that names the kind of model it wraps (a sub-config: `text_config`, `base_config`…),
     a tiny causal LM of that kind, same weights on every call; None for a config that names none."""
-    import torch
     from transformers import AutoModelForCausalLM, PretrainedConfig
 
-    from compat_matrix.cell.factory import SEED
+    from compat_matrix.cell.factory import seed_torch
 
     named = [value for value in vars(config).values() if isinstance(value, PretrainedConfig)]
     if len(named) != 1:
         return None
-    torch.manual_seed(SEED)
+    seed_torch()
     return AutoModelForCausalLM.from_config(tiny_config(type(named[0])))
 
 
@@ -164,9 +163,8 @@ def build(cls: type) -> Any:
     """A tiny instance of `cls`, a `PreTrainedModel` subclass, from its own config class shrunk (to TARGETS, or
     SMALLER where that still makes more than MAX_PARAMETERS); same weights on every call. Raises CouldNotBuild
     when it cannot, or when the result is not tiny (MAX_PARAMETERS, MAX_SECONDS)."""
-    import torch
 
-    from compat_matrix.cell.factory import SEED
+    from compat_matrix.cell.factory import seed_torch
 
     targets = sizes(cls)
     start = time.process_time()
@@ -174,7 +172,7 @@ def build(cls: type) -> Any:
         config = tiny_config(cls.config_class, targets, getattr(cls, "main_input_name", "input_ids"))
         if config.is_encoder_decoder and getattr(config, "decoder_start_token_id", None) is None:
             config.decoder_start_token_id = config.pad_token_id  # T5's: its checkpoints set it, its config does not
-        torch.manual_seed(SEED)
+        seed_torch()
         model = cls(config)
     except Exception as exc:
         raise unbuilt(cls, exc) from exc
