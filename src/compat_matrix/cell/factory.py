@@ -88,9 +88,9 @@ def _plain() -> tuple[Any, Any, list[Any]]:
     return _PLAIN[dtype]
 
 
-def stock_plain(count: int = 24) -> None:
+def stock_plain(count: int = 32) -> None:
     """`count` copies of the plain tiny causal LM, made once in a subject's process before its variants fork, so
-    that each child takes them instead of copying one each time (a variant builds it up to 28 times)."""
+    that each child takes them instead of copying one each time (a variant of the seed subject builds it 28 times)."""
     model, _, copies = _plain()
     copies.extend(copy.deepcopy(model) for _ in range(count - len(copies)))
 
