@@ -195,7 +195,8 @@ def run_subject(ask: Ask, progress: Path) -> SubjectResult:
     gc.freeze()  # the subject's imports too, before its variants are forked
     prepare(methods)
     if failed.kind in (MODEL, TRAINER):  # after the subject's imports, which may change what a build makes
-        stock_plain()
+        with contextlib.suppress(Exception):  # a plain model that cannot be built here is the probes' to say
+            stock_plain()
     gc.freeze()
     orphans = tuple((name, why) for name in methods if (why := orphaned(cls, name)))
     failed = replace(failed, orphaned=orphans, code=watch(cls, methods))
