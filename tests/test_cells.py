@@ -339,17 +339,17 @@ def test_a_cell_left_behind_by_its_nox_stops_its_runner_within_a_second():
     import sys
     import time
 
-    from compat_matrix.host.cell_run import awaited
+    from compat_matrix.host.cell_run import awaited, orphaned
 
     sleeping = [sys.executable, "-c", "import time; time.sleep(30)"]
     with subprocess.Popen(sleeping, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as runner:
         started = time.monotonic()
         with pytest.raises(KeyboardInterrupt, match="is gone"):
-            awaited(runner, 30.0, parent=os.getppid() + 1)  # not this process's parent: it has gone
+            awaited(runner, 30.0, orphaned(os.getppid() + 1))  # not this process's parent: it has gone
         assert time.monotonic() - started < 3
         with pytest.raises(subprocess.TimeoutExpired):
-            awaited(runner, 0.5, parent=os.getppid())
+            awaited(runner, 0.5, orphaned(os.getppid()))
         runner.kill()
     talking = [sys.executable, "-c", "print('done')"]
     with subprocess.Popen(talking, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as runner:
-        assert awaited(runner, 30.0, parent=os.getppid()) == ("done\n", "")
+        assert awaited(runner, 30.0, orphaned(os.getppid())) == ("done\n", "")

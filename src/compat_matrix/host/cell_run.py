@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -46,14 +46,15 @@ def run_cell(
     log=print,
     cached: bool = False,
     pins: Mapping[str, str] | None = None,
+    stopped: Callable[[], str | None] | None = None,
 ) -> CellResult:
     """Install the cell's pins into the environment of `python` (unless it already has exactly them), run the
     probes, write and return the result. `pins`: the release each ranged axis value resolves to today, as the run's
-    plan says (resolve.pins). With `cached`, an earlier ok result with the same fingerprint is reused."""
+    plan says (resolve.pins). With `cached`, an earlier ok result with the same fingerprint is reused. `stopped`:
+    why the run no longer wants the cell, or None, asked every second while the probes run (KeyboardInterrupt then
+    stops the runner with every subject it forked); by default, whether the process that started this one is gone."""
     out = result_path(reports, cell)
-    # SIGTERM (a CI runner, or nox stopping its parallel sessions) unwinds like Ctrl-C, so the runner's process
-    # group is stopped on the way out and no half-written result is left: results are only ever renamed in whole.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    stopped = stopped or orphaned(os.getppid())
     start = time.monotonic()
     pins, noted = installed_pins(spec, cell, pins, reports)
     request = runner_request(spec, cell)
@@ -69,7 +70,7 @@ def run_cell(
             with environment_for(python, _environment(spec, cell, pins, reports)) as python:
                 result, pins, noted = install_newest(spec, cell, python, pins, how, noted)
                 installed = time.monotonic()
-                result = result or _probe(spec, cell, python, request, out, how[0], how[3])
+                result = result or _probe(spec, cell, python, request, out, how, stopped)
             checked = ("environment check and install", round(installed - start, 3))
             result = replace(result, phases=(checked, *result.phases), notes=noted)
         finally:
@@ -135,9 +136,11 @@ def _previous(path: Path) -> CellResult | None:
 
 
 def _probe(
-    spec: MatrixSpec, cell: Cell, python: Path, asked: CellRequest, out: Path, deadline: float, started: float
+    spec: MatrixSpec, cell: Cell, python: Path, asked: CellRequest, out: Path, how: tuple[Any, ...], stopped
 ) -> CellResult:
-    """The probe runner run in the environment of `python` with the request `asked`, to its end or the deadline."""
+    """The probe runner run in the environment of `python` with the request `asked`, to its end, the deadline or
+    the run's end (`stopped`). `how`: the deadline, log, progress file and start (install_newest)."""
+    deadline, started = how[0], how[3]
     write_state(out, PROBING, started)
     request = out.with_suffix(".request.json")
     write_json_atomic(request, asked.to_json())
@@ -149,13 +152,12 @@ def _probe(
     env = runner_environment(python.parent.parent)
     command = [str(python), "-m", "compat_matrix.cell", str(request), str(raw)]
     begun = time.monotonic()
-    parent = os.getppid()
     # Its own process group, so that a cell past its limit is stopped with every subject it forked.
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
     ) as runner:
         try:
-            stdout, stderr = awaited(runner, max(1.0, deadline - time.monotonic()), parent)
+            stdout, stderr = awaited(runner, max(1.0, deadline - time.monotonic()), stopped)
         except subprocess.TimeoutExpired:
             os.killpg(runner.pid, signal.SIGKILL)
             runner.communicate()
@@ -177,22 +179,28 @@ def _probe(
     return replace(result, phases=(("start the interpreter, write the result", outside), *result.phases))
 
 
-ORPHAN_CHECK = 1.0  # seconds between two looks at whether the nox that started this cell is still there
+STOP_CHECK = 1.0  # seconds between two looks at whether the run still wants the cell
 
 
-def awaited(runner: subprocess.Popen[str], seconds: float, parent: int) -> tuple[str, str]:
+def awaited(runner: subprocess.Popen[str], seconds: float, stopped: Callable[[], str | None]) -> tuple[str, str]:
     """The runner's output once it ends; TimeoutExpired after `seconds`; KeyboardInterrupt (the caller stops the
-    runner) where this process lost its `parent`: a parallel nox stopped by Ctrl-C or SIGTERM does not stop a
-    worker it was starting just then, and that worker, left behind, would wait for its cell to its limit."""
+    runner) once `stopped()` says why the run no longer wants it."""
     deadline = time.monotonic() + seconds
     while True:
         try:
-            return runner.communicate(timeout=max(0.0, min(ORPHAN_CHECK, deadline - time.monotonic())))
+            return runner.communicate(timeout=max(0.0, min(STOP_CHECK, deadline - time.monotonic())))
         except subprocess.TimeoutExpired:
             if time.monotonic() >= deadline:
                 raise
-            if os.getppid() != parent:
-                raise KeyboardInterrupt(f"the process that started this cell ({parent}) is gone") from None
+            why = stopped()
+            if why:
+                raise KeyboardInterrupt(why) from None
+
+
+def orphaned(parent: int) -> Callable[[], str | None]:
+    """`stopped` for a cell's nox worker: a parallel nox stopped by Ctrl-C or SIGTERM does not stop a worker it was
+    starting just then, and that worker, left behind (reparented), would wait for its cell to its limit."""
+    return lambda: f"the process that started this cell ({parent}) is gone" if os.getppid() != parent else None
 
 
 def runner_environment(home: Path) -> dict[str, str]:

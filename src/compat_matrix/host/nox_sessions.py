@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import signal
 import sys
 import threading
 from collections.abc import Mapping, Sequence
@@ -32,6 +33,7 @@ from compat_matrix.host import bisection, cell_run, cells, console, envs, exits,
 from compat_matrix.host.exits import BadInput, Outcome
 from compat_matrix.host.plan import Plan
 from compat_matrix.host.prerelease import PRE
+from compat_matrix.host.warm_cells import ready_cells, run_ready
 from compat_matrix.shared.results import write_json_atomic, write_text_atomic
 from compat_matrix.shared.vocabulary import Status
 
@@ -138,6 +140,9 @@ def cell_session(run: Plan, matrix: plan.Matrix, cell: cells.Cell) -> None:
             session.log(
                 f"package index not readable ({unpinned[cell.id]}): installing {', '.join(cell.pins)} as requested"
             )
+        # SIGTERM (a CI runner, or nox stopping its parallel sessions) unwinds like Ctrl-C, so the runner's process
+        # group is stopped on the way out and no half-written result is left: results are only ever renamed whole.
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
         python = Path(session.bin) / "python"
         result = cell_run.run_cell(
             matrix.spec, cell, python, matrix.reports, log=session.log, cached=run.cached, pins=pins.get(cell.id)
@@ -268,15 +273,21 @@ def run_matrix(run: Plan, envdir: Path, nox_options: Sequence[str]) -> Outcome:
 def run_cells(
     run: Plan, selected: Sequence[tuple[plan.Matrix, cells.Cell]], envdir: Path, nox_options: Sequence[str], width: int
 ) -> bool:
-    """The cells' sessions in a nested nox that reads the plan (so one cell never stops another), `width` at once,
-    the newest transformers first, with a line per finished cell; returns whether the run was interrupted (Ctrl-C,
-    SIGTERM)."""
-    path = plan.write(run, envdir)
-    nested = [sys.executable, "-m", "nox", "-f", str(run.noxfile), "--envdir", str(envdir), *nox_options]
-    newest = sorted((cell for _, cell in selected), key=cells.newest_first, reverse=True)
-    nested += ["--parallel", str(width), "-s", *(cell.id for cell in newest)]
+    """The cells, `width` at once, the newest transformers first, with a line per finished cell: the warm ones from
+    this process (warm_cells), then the others' sessions in a nested nox that reads the plan (so one cell never
+    stops another); returns whether the run was interrupted (Ctrl-C, SIGTERM)."""
+    newest = sorted(selected, key=lambda chosen: cells.newest_first(chosen[1]), reverse=True)
     watched = progress.tracked([(c.id, folders.result_path(m.reports, c)) for m, c in selected])
     watcher = progress.Watcher(watched, width, console.say, progress.line)
+    ready = ready_cells(run, newest, envdir, nox_options)
+    if ready and run_ready(run, ready, width, watcher.tick):
+        return True
+    rest = [cell.id for _, cell in newest if cell.id not in {c.id for _, c, _ in ready}]
+    if not rest:
+        return False
+    path = plan.write(run, envdir)
+    nested = [sys.executable, "-m", "nox", "-f", str(run.noxfile), "--envdir", str(envdir), *nox_options]
+    nested += ["--parallel", str(min(width, len(rest))), "-s", *rest]
     try:
         environ = host_bytecode(plan.nested_environ(os.environ, path), envdir)
         _, interrupted = console.run_watched(nested, environ, watcher.tick, progress.shown)
