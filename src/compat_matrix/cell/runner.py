@@ -40,7 +40,7 @@ from compat_matrix.cell.probes import (
 from compat_matrix.cell.subject import IMPORT_FAILED, IMPORTING, Ask, expand, run_isolated
 from compat_matrix.shared.blame import Clash, clash_of, said
 from compat_matrix.shared.limits import OLDEST_TRANSFORMERS
-from compat_matrix.shared.request import CellRequest
+from compat_matrix.shared.request import IMPORTED_FD, CellRequest
 from compat_matrix.shared.results import (
     CRASHED,
     OK,
@@ -109,6 +109,16 @@ def rehearse(timeout: float) -> None:
                 call_probe(probe, build, timeout)
 
 
+def imported() -> None:
+    """Tell the process that started this runner, where it asked (IMPORTED_FD), that the imports are done: the next
+    cell's runner may begin its own (compat_matrix.host.import_lanes). Nothing forked or started later inherits it."""
+    fd = os.environ.pop(IMPORTED_FD, None)
+    if fd is not None:
+        with contextlib.suppress(OSError, ValueError):
+            os.write(int(fd), b".")
+            os.close(int(fd))
+
+
 class Phases:
     """How long each phase of a cell's run took, in order (the benchmark prints them)."""
 
@@ -138,6 +148,7 @@ def run(request: CellRequest) -> CellResult:
     ]
     failed = prewarm(PREWARM + (("pytest",) if any(a.tests for a in asks) else ()))
     phases.done("import what the probes use")
+    imported()
     why = unimportable({m: (describe_exception(e), clash_of(e)) for m, e in failed.items()})
     if why:
         return CellResult(

@@ -20,6 +20,7 @@ from compat_matrix.host.cells import Cell, install_args, runner_request
 from compat_matrix.host.envs import BYTECODE, environment_for, failed_result, install
 from compat_matrix.host.fingerprints import PACKAGE, fingerprint, inputs_key, installed_key, suite_key
 from compat_matrix.host.folders import result_path
+from compat_matrix.host.import_lanes import STOP_CHECK, ImportLanes
 from compat_matrix.host.progress import PROBING, STARTED, state_path, write_state
 from compat_matrix.host.spec import MatrixSpec
 from compat_matrix.host.uv import installer_reason
@@ -47,12 +48,14 @@ def run_cell(
     cached: bool = False,
     pins: Mapping[str, str] | None = None,
     stopped: Callable[[], str | None] | None = None,
+    lanes: ImportLanes | None = None,
 ) -> CellResult:
     """Install the cell's pins into the environment of `python` (unless it already has exactly them), run the
     probes, write and return the result. `pins`: the release each ranged axis value resolves to today, as the run's
     plan says (resolve.pins). With `cached`, an earlier ok result with the same fingerprint is reused. `stopped`:
     why the run no longer wants the cell, or None, asked every second while the probes run (KeyboardInterrupt then
-    stops the runner with every subject it forked); by default, whether the process that started this one is gone."""
+    stops the runner with every subject it forked); by default, whether the process that started this one is gone.
+    `lanes`: where the runner waits for a lane to import in (warm cells, host.import_lanes); None: it starts now."""
     out = result_path(reports, cell)
     stopped = stopped or orphaned(os.getppid())
     start = time.monotonic()
@@ -70,7 +73,7 @@ def run_cell(
             with environment_for(python, _environment(spec, cell, pins, reports)) as python:
                 result, pins, noted = install_newest(spec, cell, python, pins, how, noted)
                 installed = time.monotonic()
-                result = result or _probe(spec, cell, python, request, out, how, stopped)
+                result = result or _probe(spec, cell, python, request, out, how, stopped, lanes)
             checked = ("environment check and install", round(installed - start, 3))
             result = replace(result, phases=(checked, *result.phases), notes=noted)
         finally:
@@ -136,12 +139,19 @@ def _previous(path: Path) -> CellResult | None:
 
 
 def _probe(
-    spec: MatrixSpec, cell: Cell, python: Path, asked: CellRequest, out: Path, how: tuple[Any, ...], stopped
+    spec: MatrixSpec,
+    cell: Cell,
+    python: Path,
+    asked: CellRequest,
+    out: Path,
+    how: tuple[Any, ...],
+    stopped: Callable[[], str | None],
+    lanes: ImportLanes | None,
 ) -> CellResult:
     """The probe runner run in the environment of `python` with the request `asked`, to its end, the deadline or
-    the run's end (`stopped`). `how`: the deadline, log, progress file and start (install_newest)."""
+    the run's end (`stopped`), started once one of `lanes` is free. `how`: the deadline, log, progress file and
+    start (install_newest)."""
     deadline, started = how[0], how[3]
-    write_state(out, PROBING, started)
     request = out.with_suffix(".request.json")
     write_json_atomic(request, asked.to_json())
     # The runner writes a file of its own: the result file appears once, whole, with its fingerprint and duration,
@@ -151,11 +161,18 @@ def _probe(
     raw.unlink(missing_ok=True)
     env = runner_environment(python.parent.parent)
     command = [str(python), "-m", "compat_matrix.cell", str(request), str(raw)]
-    begun = time.monotonic()
-    # Its own process group, so that a cell past its limit is stopped with every subject it forked.
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
-    ) as runner:
+    asked_at, begun = time.monotonic(), []
+
+    def spawn(variables: Mapping[str, str] | None = None, fds: tuple[int, ...] = ()) -> subprocess.Popen[str]:
+        begun.append(time.monotonic())
+        write_state(out, PROBING, started)
+        # Its own process group, so that a cell past its limit is stopped with every subject it forked.
+        pipe, environ = subprocess.PIPE, {**env, **(variables or {})}
+        return subprocess.Popen(
+            command, stdout=pipe, stderr=pipe, text=True, env=environ, pass_fds=fds, start_new_session=True
+        )
+
+    with lanes.start(spawn, stopped) if lanes else spawn() as runner:
         try:
             stdout, stderr = awaited(runner, max(1.0, deadline - time.monotonic()), stopped)
         except subprocess.TimeoutExpired:
@@ -175,11 +192,9 @@ def _probe(
         result = CellResult.from_json(json.loads(raw.read_text(encoding="utf-8")))
     finally:
         raw.unlink(missing_ok=True)
-    outside = round(time.monotonic() - begun - (result.seconds or 0.0), 3)
-    return replace(result, phases=(("start the interpreter, write the result", outside), *result.phases))
-
-
-STOP_CHECK = 1.0  # seconds between two looks at whether the run still wants the cell
+    outside = round(time.monotonic() - begun[0] - (result.seconds or 0.0), 3)
+    waited = (("wait for a lane to import in", round(begun[0] - asked_at, 3)),) if lanes else ()
+    return replace(result, phases=(*waited, ("start the interpreter, write the result", outside), *result.phases))
 
 
 def awaited(runner: subprocess.Popen[str], seconds: float, stopped: Callable[[], str | None]) -> tuple[str, str]:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from compat_matrix.host import cell_run, console, envs, plan
 from compat_matrix.host.cells import Cell
+from compat_matrix.host.import_lanes import ImportLanes
 
 # nox options that make a session's environment anew, which only nox does: with them every cell goes to nox.
 RECREATING = ("--no-reuse-existing-virtualenvs", "--reuse-venv=no", "--reuse-venv=never")
@@ -57,10 +58,16 @@ def same_python(installed: str | None, asked: str | None) -> bool:
     return installed is not None and (installed == wanted or installed.startswith(wanted + "."))
 
 
+def alive(width: int, memory: int) -> int:
+    """How many warm cells may be alive at once, `width` of them importing: twice as many, as `memory` holds."""
+    return max(width, min(2 * width, memory // plan.CELL_MEMORY))
+
+
 def run_ready(run: plan.Plan, cells: Sequence[Ready], width: int, tick: Callable[[], None]) -> bool:
-    """Run the warm cells `width` at once, calling `tick` about every second; whether Ctrl-C or SIGTERM (passed on
-    as Ctrl-C, as a cell's nox worker does) cut the run short. Then every runner still going is stopped (within
-    cell_run.STOP_CHECK) with what it forked, and its cell is left without a result, as the nested nox leaves it."""
+    """Run the warm cells, `width` importing at once, calling `tick` about every second; whether Ctrl-C or SIGTERM
+    (passed on as Ctrl-C, as a cell's nox worker does) cut the run short. Then every runner still going is stopped
+    (within import_lanes.STOP_CHECK) with what it forked, and its cell is left without a result, as the nested nox
+    leaves it."""
     stop = threading.Event()
 
     def stopped() -> str | None:
@@ -69,15 +76,16 @@ def run_ready(run: plan.Plan, cells: Sequence[Ready], width: int, tick: Callable
     def one(matrix: plan.Matrix, cell: Cell, python: Path) -> None:
         pins = run.pins.get(cell.id) if run.pins else None
         try:
-            cell_run.run_cell(matrix.spec, cell, python, matrix.reports, console.say, run.cached, pins, stopped)
+            cell_run.run_cell(matrix.spec, cell, python, matrix.reports, console.say, run.cached, pins, stopped, lanes)
         except KeyboardInterrupt:
             pass
         except Exception:  # as nox tells a session that raised: the cell has no result, the run goes on
             console.say(f"{cell.id} raised:\n{traceback.format_exc()}")
 
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    lanes = ThreadPoolExecutor(width, thread_name_prefix="cell")
-    running: set[Future] = {lanes.submit(one, *ready) for ready in cells}
+    lanes = ImportLanes(width)
+    threads = ThreadPoolExecutor(alive(width, plan.physical_memory()), thread_name_prefix="cell")
+    running: set[Future] = {threads.submit(one, *ready) for ready in cells}
     try:
         while running:
             _, running = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
@@ -87,6 +95,6 @@ def run_ready(run: plan.Plan, cells: Sequence[Ready], width: int, tick: Callable
         stop.set()
         return True
     finally:
-        lanes.shutdown(wait=True, cancel_futures=True)
+        threads.shutdown(wait=True, cancel_futures=True)
         signal.signal(signal.SIGTERM, previous)
         tick()

@@ -8,6 +8,9 @@ from typing import Any
 
 from compat_matrix.shared.limits import DEFAULT_TIMEOUT
 
+# The variable naming a descriptor the runner writes one byte to once its imports are done (host.import_lanes).
+IMPORTED_FD = "COMPAT_MATRIX_IMPORTED_FD"
+
 
 @dataclass(frozen=True)
 class SubjectRequest:
