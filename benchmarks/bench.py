@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -132,10 +133,10 @@ def said(values: list[float]) -> str:
     return ", ".join(f"{v:.1f}" for v in values) + " s"
 
 
-def breakdown(matrix: Path, reports: Path, wall: float, show) -> None:
+def breakdown(matrix: Path, reports: Path, wall: float, cpu: float, show) -> None:
     """Where the time of a warm run's cells went, from the phases each cell's result records; what a run costs
     outside its cells (nox starting, the plan, the report: the same run with every cell's result reused); and the
-    rest of the run's wall time `wall`, lanes waiting for the longest cell."""
+    CPU the run took (`cpu`, core-seconds of every process it started) against what its cores had in `wall`."""
     _, listed, _ = planned(spec.load(matrix))
     results = [read_cell_result(result_path(reports, cell)) for cell in listed]
     phases: dict[str, list[float]] = {}
@@ -148,10 +149,16 @@ def breakdown(matrix: Path, reports: Path, wall: float, show) -> None:
         for subject in result.subjects:
             counts = ", ".join(f"{variant} {n}" for variant, n in probes_per_variant(subject).items())
             show(f"  probes per variant, {result.resolved.get('transformers')}", counts)
-    inside = sum(r.seconds or 0.0 for r in results) / LANES
     fixed = nox_matrix(matrix, reports, "--", "--cached")
     show("  outside the cells: nox, plan, report (every result reused: --cached)", f"{fixed:6.2f} s")
-    show("  lanes waiting for the longest cell (wall - outside - cells / lanes)", f"{wall - fixed - inside:6.2f} s")
+    busy = f"{cpu:6.1f} core-s, {cpu / (wall * LANES):.0%}"
+    show("  CPU of the whole run, and the share of its cores it kept busy", busy)
+
+
+def children_cpu() -> float:
+    """Core-seconds of every process this one started and waited for (and theirs), so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def probes_per_variant(subject) -> dict[str, int]:
@@ -306,9 +313,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         runs = warm_against_floor(MATRIX, folder / "default", "the default matrix", repeat, show)
+        before = children_cpu()
         wall = nox_matrix(MATRIX, runs[-1])
         show("the last warm run once more, for its breakdown", f"{wall:6.1f} s")
-        breakdown(MATRIX, runs[-1], wall, show)
+        breakdown(MATRIX, runs[-1], wall, children_cpu() - before, show)
         watching(cell_pythons(default, runs[-1])[-1], default.subjects[0], show)
         cold_bytecode(cell_pythons(default, runs[-1])[-1], module, folder, show)
         sweep = variant_of(MATRIX, folder / "sweep", "char-causal-lm-checkpointing", SWEEP)
