@@ -19,6 +19,11 @@ import nox
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "src"))
+# Where PYTHONDONTWRITEBYTECODE is set, this process would compile compat-matrix from source on every run, 0.1 s
+# before its first cell starts: it keeps its bytecode where the processes it starts keep theirs (in the envdir's
+# nox_sessions.HOST_BYTECODE; the default envdir here, as the folder is named before compat-matrix is imported).
+if sys.dont_write_bytecode and sys.pycache_prefix is None:
+    sys.dont_write_bytecode, sys.pycache_prefix = False, str(ROOT / ".nox" / "compat-matrix-host-bytecode")
 
 from compat_matrix.host import nox_sessions, plan  # noqa: E402
 

@@ -5,6 +5,7 @@ are small Python processes that do what a runner does with the descriptor."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -13,7 +14,8 @@ import time
 import pytest
 
 from compat_matrix.cell.runner import imported
-from compat_matrix.host.import_lanes import ImportLanes
+from compat_matrix.host import cell_run
+from compat_matrix.host.import_lanes import YIELDED, ImportLanes
 from compat_matrix.host.warm_cells import alive
 from compat_matrix.shared.request import IMPORTED_FD
 
@@ -36,7 +38,7 @@ def starter(started: dict[str, float], name: str, imports: float, probes: float,
 def run_two(first_says: bool) -> tuple[dict[str, float], float, float]:
     """With one lane, a runner that imports for 0.5 s and probes for 3 s, and a second one after it: when each
     started, and when the first ended."""
-    lanes, started, ended = ImportLanes(1), {}, {}
+    lanes, started, ended = ImportLanes(1, 2), {}, {}
 
     def first() -> None:
         with lanes.start(starter(started, "first", 0.5, 3.0, first_says), lambda: None) as runner:
@@ -65,7 +67,7 @@ def test_a_runner_that_ends_without_saying_frees_its_lane_when_it_ends():
 
 
 def test_a_runner_waiting_for_a_lane_gives_up_once_the_run_is_stopped():
-    lanes, started = ImportLanes(1), {}
+    lanes, started = ImportLanes(1, 2), {}
     with lanes.start(starter(started, "first", 5.0, 0.0), lambda: None) as runner:
         begun = time.monotonic()
         with pytest.raises(KeyboardInterrupt, match="interrupted"):
@@ -88,3 +90,72 @@ def test_the_runner_says_once_and_hides_the_descriptor_from_what_it_starts(monke
 
 def test_twice_as_many_cells_are_alive_as_import_where_memory_holds_them():
     assert alive(2, 24 * GIB) == 4 and alive(2, 6 * GIB) == 3 and alive(2, 2 * GIB) == 2 and alive(1, 24 * GIB) == 2
+
+
+def niceness(pid: int) -> int:
+    return os.getpriority(os.PRIO_PROCESS, pid)
+
+
+def waiting_runner(folder):
+    """A spawn for ImportLanes that starts runners as cells start theirs (cell_run.start_runner), each forking a child
+    (a subject) whose pid it prints, then "importing" until told (`said()`); and that telling."""
+    forks = "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); print(c.pid, flush=True)"
+    wait = "while not os.path.exists(sys.argv[1]): time.sleep(0.02)"
+    code = f"import os, subprocess, sys, time; {forks}\n{wait}\n{SAYS}; time.sleep(30)"
+    spawned = []
+
+    def spawn(variables, fds):
+        spawned.append(folder / f"imported-{len(spawned)}")
+        return cell_run.start_runner([sys.executable, "-c", code, str(spawned[-1])], {**os.environ, **variables}, fds)
+
+    def said() -> None:  # the last runner started is done importing
+        spawned[-1].touch()
+
+    return spawn, said
+
+
+def until_yielded(pid: int) -> int:
+    deadline = time.monotonic() + 5
+    while niceness(pid) != YIELDED and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return niceness(pid)
+
+
+def test_once_every_runner_has_started_those_done_importing_yield_to_those_still_importing(tmp_path):
+    """The first runner, done importing while the second cell waits for its lane, keeps its priority; once the second
+    has started, the first yields with its child; the second, still importing, keeps its priority until it says it
+    is done. Both in this session, a process group each."""
+    lanes, base, (spawn, said) = ImportLanes(1, 2), os.getpriority(os.PRIO_PROCESS, 0), waiting_runner(tmp_path)
+    first = lanes.start(spawn, lambda: None)
+    try:
+        assert os.getsid(first.pid) == os.getsid(0) and os.getpgid(first.pid) == first.pid
+        child = int(first.stdout.readline())
+        said()
+        time.sleep(0.5)
+        assert (niceness(first.pid), niceness(child)) == (base, base)  # a cell still waits for a lane
+        second = lanes.start(spawn, lambda: None)
+        try:
+            assert (niceness(first.pid), niceness(child), niceness(second.pid)) == (YIELDED, YIELDED, base)
+            said()
+            assert until_yielded(second.pid) == YIELDED
+        finally:
+            os.killpg(second.pid, signal.SIGKILL)
+            second.wait()
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+
+
+def test_a_cell_that_ends_without_a_runner_no_longer_waits_for_a_lane(tmp_path):
+    """Of two cells, one reused (it ends, no runner started): the other's runner yields once done importing."""
+    lanes, (spawn, said) = ImportLanes(1, 2), waiting_runner(tmp_path)
+    reused = threading.Thread(target=lanes.ended)
+    reused.start()
+    reused.join()
+    runner = lanes.start(spawn, lambda: None)
+    try:
+        said()
+        assert until_yielded(runner.pid) == YIELDED
+    finally:
+        os.killpg(runner.pid, signal.SIGKILL)
+        runner.wait()

@@ -289,3 +289,17 @@ def test_the_nox_processes_a_run_starts_keep_their_bytecode_in_the_envdir(tmp_pa
     told = nox_sessions.host_bytecode({"PYTHONDONTWRITEBYTECODE": "1", "HOME": "/h"}, tmp_path)
     assert told == {"HOME": "/h", "PYTHONPYCACHEPREFIX": str(tmp_path / nox_sessions.HOST_BYTECODE)}
     assert nox_sessions.host_bytecode({"PYTHONPYCACHEPREFIX": "/mine"}, tmp_path) == {"PYTHONPYCACHEPREFIX": "/mine"}
+
+
+@pytest.mark.parametrize("own", [None, "/mine"])
+def test_the_nox_process_you_start_keeps_its_bytecode_in_the_envdir_too(own):
+    """This repository's noxfile, loaded with PYTHONDONTWRITEBYTECODE set, writes and reads the bytecode of what it
+    imports next (compat-matrix, then pandas) in the folder the processes it starts use; a prefix of your own
+    stays, and so does the variable where you gave one."""
+    environ = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    environ.pop("PYTHONPYCACHEPREFIX", None)
+    environ |= {"PYTHONPYCACHEPREFIX": own} if own else {}
+    code = "import runpy, sys; runpy.run_path('noxfile.py'); print(sys.pycache_prefix, sys.dont_write_bytecode)"
+    said = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environ, capture_output=True, text=True)
+    expected = f"{ROOT / '.nox' / nox_sessions.HOST_BYTECODE} False" if own is None else f"{own} True"
+    assert said.stdout.strip().splitlines()[-1] == expected, said.stderr

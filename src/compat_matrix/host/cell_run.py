@@ -166,11 +166,7 @@ def _probe(
     def spawn(variables: Mapping[str, str] | None = None, fds: tuple[int, ...] = ()) -> subprocess.Popen[str]:
         begun.append(time.monotonic())
         write_state(out, PROBING, started)
-        # Its own process group, so that a cell past its limit is stopped with every subject it forked.
-        pipe, environ = subprocess.PIPE, {**env, **(variables or {})}
-        return subprocess.Popen(
-            command, stdout=pipe, stderr=pipe, text=True, env=environ, pass_fds=fds, start_new_session=True
-        )
+        return start_runner(command, {**env, **(variables or {})}, fds)
 
     with lanes.start(spawn, stopped) if lanes else spawn() as runner:
         try:
@@ -195,6 +191,13 @@ def _probe(
     outside = round(time.monotonic() - begun[0] - (result.seconds or 0.0), 3)
     waited = (("wait for a lane to import in", round(begun[0] - asked_at, 3)),) if lanes else ()
     return replace(result, phases=(*waited, ("start the interpreter, write the result", outside), *result.phases))
+
+
+def start_runner(command: list[str], environ: Mapping[str, str], fds: tuple[int, ...] = ()) -> subprocess.Popen[str]:
+    """A probe runner, its output piped: in a process group of its own, so that a cell past its limit is stopped
+    with every subject it forked, and in this process's session, where the priorities of import_lanes count."""
+    pipe = subprocess.PIPE
+    return subprocess.Popen(command, stdout=pipe, stderr=pipe, text=True, env=environ, pass_fds=fds, process_group=0)
 
 
 def awaited(runner: subprocess.Popen[str], seconds: float, stopped: Callable[[], str | None]) -> tuple[str, str]:

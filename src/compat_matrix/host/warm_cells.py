@@ -81,9 +81,11 @@ def run_ready(run: plan.Plan, cells: Sequence[Ready], width: int, tick: Callable
             pass
         except Exception:  # as nox tells a session that raised: the cell has no result, the run goes on
             console.say(f"{cell.id} raised:\n{traceback.format_exc()}")
+        finally:
+            lanes.ended()
 
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    lanes = ImportLanes(width)
+    lanes = ImportLanes(width, len(cells))
     threads = ThreadPoolExecutor(alive(width, plan.physical_memory()), thread_name_prefix="cell")
     running: set[Future] = {threads.submit(one, *ready) for ready in cells}
     try:
