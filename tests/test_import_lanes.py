@@ -92,7 +92,7 @@ def test_twice_as_many_cells_are_alive_as_import_where_memory_holds_them():
     assert alive(2, 24 * GIB) == 4 and alive(2, 6 * GIB) == 3 and alive(2, 2 * GIB) == 2 and alive(1, 24 * GIB) == 2
 
 
-def niceness(pid: int) -> int:
+def niceness(pid: int) -> int:  # 0: this process
     return os.getpriority(os.PRIO_PROCESS, pid)
 
 
@@ -125,7 +125,7 @@ def test_once_every_runner_has_started_those_done_importing_yield_to_those_still
     """The first runner, done importing while the second cell waits for its lane, keeps its priority; once the second
     has started, the first yields with its child; the second, still importing, keeps its priority until it says it
     is done. Both in this session, a process group each."""
-    lanes, base, (spawn, said) = ImportLanes(1, 2), os.getpriority(os.PRIO_PROCESS, 0), waiting_runner(tmp_path)
+    lanes, base, (spawn, said) = ImportLanes(1, 2), niceness(0), waiting_runner(tmp_path)
     first = lanes.start(spawn, lambda: None)
     try:
         assert os.getsid(first.pid) == os.getsid(0) and os.getpgid(first.pid) == first.pid

@@ -83,8 +83,9 @@ class ImportLanes:
         """One cell fewer waits for a lane: after the last, the runners done importing yield."""
         with self._lock:
             self._left -= 1
-            yielding = self._imported if self._left <= 0 else []
-            self._imported = [] if yielding else self._imported
+            if self._left > 0:
+                return
+            yielding, self._imported = self._imported, []
         for group in yielding:
             _yield(group)
 
