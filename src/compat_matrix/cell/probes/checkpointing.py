@@ -12,7 +12,7 @@ from typing import Any
 
 from compat_matrix.cell import tracing
 from compat_matrix.cell.factory import QUIET_TRAINING
-from compat_matrix.cell.probes import CONTRACT, INCONCLUSIVE, Build, Values, probe
+from compat_matrix.cell.probes import CONTRACT, INCONCLUSIVE, Build, Values, preparation, probe
 from compat_matrix.cell.probes.common import attempt, batch, distinct, failed, fraction, train_step, training_loss
 
 ENABLE = "gradient_checkpointing_enable"
@@ -97,6 +97,15 @@ def checkpoint_calls() -> Iterator[list[dict[str, Any]]]:
     code = inspect.unwrap(torch.utils.checkpoint.checkpoint).__code__
     with tracing.on_call((code,), lambda frame: calls.append(effective_kwargs(frame))):
         yield calls
+
+
+@preparation
+def instrument_checkpoint(methods: tuple[str, ...]) -> None:
+    """The instrumented copy of torch's checkpoint function that `checkpoint_calls` watches, made once per cell
+    before the variants fork: parsing its source would cost each variant's child 10-20 ms."""
+    import torch.utils.checkpoint
+
+    tracing.install(torch.utils.checkpoint.checkpoint)
 
 
 def step_kwargs(instance: Any) -> list[dict[str, Any]]:
