@@ -73,31 +73,34 @@ def cell_pythons(matrix: spec.MatrixSpec, reports: Path) -> list[Path]:
     return found
 
 
-def import_code(module: str) -> str:
+def import_code(module: str, collector: bool = False) -> str:
     """What any run of the probes has to import: torch, transformers, the subject's module and the parts of
     transformers the probes use (`Trainer`, generation, the model classes the factory builds: PREWARM); then out
-    at once. Leaving normally, Python's last garbage collections over that heap take 1 to 3 s more, which a cell does
-    not pay (its runner freezes the heap after the imports): the floor is the imports alone."""
-    return f"import torch, transformers, {module}, " + ", ".join(PREWARM) + "; import os; os._exit(0)"
+    at once. The garbage collector is off, as in a cell's imports: collecting while they grow takes 0.5 to 0.7 s,
+    and leaving normally Python's last collections over that heap take 1 to 3 s more, neither of which a cell pays
+    (its runner freezes the heap after the imports): the floor is the imports alone. With `collector`, the imports
+    as Python does them by default (the floor of the figures before the cells' runners turned it off)."""
+    imports = f"import torch, transformers, {module}, " + ", ".join(PREWARM)
+    return f"import gc, os; {'' if collector else 'gc.disable(); '}{imports}; os._exit(0)"
 
 
-def floor(pythons: list[Path], module: str) -> float:
+def floor(pythons: list[Path], module: str, tries: int = 2, collector: bool = False) -> float:
     """One import of what the probes need per cell, from the bytecode the cell's environment holds (written by its
-    own runs), in LANES parallel lanes: the fastest way to do what every run must do. The best of two."""
+    own runs), in LANES parallel lanes: the fastest way to do what every run must do. The best of `tries`."""
 
     def once() -> float:
         start = time.perf_counter()
         with ThreadPoolExecutor(LANES) as lanes:
-            list(lanes.map(lambda python: _import(python, module), pythons))
+            list(lanes.map(lambda python: _import(python, module, collector=collector), pythons))
         return time.perf_counter() - start
 
-    return min(once(), once())
+    return min(once() for _ in range(tries))
 
 
-def _import(python: Path, module: str, bytecode: bool = True) -> None:
+def _import(python: Path, module: str, bytecode: bool = True, collector: bool = False) -> None:
     environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     environ |= cell_run.bytecode_environment(python.parent.parent) if bytecode else {"PYTHONDONTWRITEBYTECODE": "1"}
-    subprocess.run([str(python), "-c", import_code(module)], check=True, env=environ)
+    subprocess.run([str(python), "-c", import_code(module, collector)], check=True, env=environ)
 
 
 def variant_of(matrix: Path, folder: Path, name: str, transformers: list[str] | str) -> Path:
@@ -119,14 +122,20 @@ def warm_against_floor(matrix: Path, folder: Path, label: str, repeat: int, show
     nox_matrix(matrix, folder / "warmup")  # environments exist, are installed and hold their bytecode
     pythons = cell_pythons(spec.load(matrix), folder / "warmup")
     runs = [folder / f"warm-{index}" for index in range(repeat)]
-    floors, seconds = [], []
+    floors, plain, seconds = [], [], []
     for run in runs:
         floors.append(floor(pythons, module))
+        plain.append(floor(pythons, module, tries=1, collector=True))
         seconds.append(nox_matrix(matrix, run))
     show(f"floor: {label} ({len(pythons)} cells), one import each from bytecode, {LANES} lanes", said(floors))
-    ratios = ", ".join(f"{s / f:.2f}" for s, f in zip(seconds, floors, strict=True))
-    show(f"warm {label}", f"{said(seconds)}   ratio to the floor beside it {ratios} (target <= 1.3)")
+    show("  the same imports with the garbage collector on (Python's default), once", said(plain))
+    show(f"warm {label}", f"{said(seconds)}   ratio to the floor beside it {ratios(seconds, floors)} (target <= 1.3)")
+    show("  ratio to the imports with the collector on", ratios(seconds, plain))
     return runs
+
+
+def ratios(seconds: list[float], floors: list[float]) -> str:
+    return ", ".join(f"{s / f:.2f}" for s, f in zip(seconds, floors, strict=True))
 
 
 def said(values: list[float]) -> str:
