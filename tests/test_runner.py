@@ -442,3 +442,46 @@ def test_the_subjects_modules_see_no_command_line(monkeypatch, capsys):
     import sys
 
     assert sys.argv == ["-m"]
+
+
+def test_a_cells_imports_run_without_the_collector_and_its_probes_with_it(monkeypatch, tmp_path):
+    """Collecting while torch and transformers are imported is wasted (what they build lives as long as the
+    process): the runner turns the collector off for its imports, and on again, over a frozen heap, before the
+    rehearsal and every probe after it (which must run as they would anywhere)."""
+    import gc
+    import sys
+    import types
+
+    from compat_matrix.cell import runner
+    from compat_matrix.shared.request import CellRequest
+
+    seen: dict[str, tuple[bool, int]] = {}
+
+    class Rehearsed(Exception):
+        pass
+
+    def prewarm(modules):
+        seen["imports"] = (gc.isenabled(), gc.get_freeze_count())
+        return {}
+
+    def rehearse(timeout):
+        seen["rehearsal"] = (gc.isenabled(), gc.get_freeze_count())
+        raise Rehearsed
+
+    for name in ("torch", "transformers"):  # the imports themselves need no torch here
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setattr(runner, "die_with_parent", lambda: None)
+    monkeypatch.setattr(runner, "prewarm", prewarm)
+    monkeypatch.setattr(runner, "rehearse", rehearse)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    request = CellRequest("m", "c", {}, (), (), rootdir=str(tmp_path))
+    gc.unfreeze()
+    try:
+        with pytest.raises(Rehearsed):
+            runner.run(request)
+    finally:
+        gc.unfreeze()
+        gc.enable()
+    assert seen["imports"] == (False, 0)
+    enabled, frozen = seen["rehearsal"]
+    assert enabled and frozen > 0
